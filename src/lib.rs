@@ -1,0 +1,21 @@
+//! cmsafe: RDMA connection-manager events that are safe to handle.
+//!
+//! `rdma_get_cm_event(3)` hands out memory that librdmacm owns and `rdma_ack_cm_event(3)` frees.
+//! cmsafe fetches an event, deep-copies everything it carries into memory the library owns, acks
+//! the original at once and hands out an immutable, refcounted copy. Private data lives in its own
+//! refcounted buffer that can outlive the event and cross threads.
+//!
+//! Layout of the crate:
+//! - [`cm`]: the librdmacm types and names cmsafe works with (from `rdma-sys`).
+//! - [`event`]: the owned copy of an event and its private data buffer.
+//! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack).
+//! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the two above.
+
+pub mod channel;
+pub mod cm;
+mod errno;
+pub mod event;
+mod ffi;
+
+pub use channel::EventChannel;
+pub use event::{Event, PrivateData};
