@@ -9,6 +9,7 @@
 #define CMSAFE_H
 
 #include <rdma/rdma_cma.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,67 +19,372 @@
 #define CMSAFE_MAX_PRIVATE_DATA 255
 
 /**
+ * Entries in the per-type counters: one per known type, and one for unknown types.
+ */
+#define CMSAFE_EVENT_TYPE_SLOTS 17
+
+/**
+ * How to read an event's status.
+ */
+typedef enum {
+  /**
+   * 0: no error.
+   */
+  CMSAFE_STATUS_KIND_OK = 0,
+  /**
+   * A negative errno (ADDR_ERROR, ROUTE_ERROR, CONNECT_ERROR, UNREACHABLE, ...).
+   */
+  CMSAFE_STATUS_KIND_ERRNO = 1,
+  /**
+   * REJECTED on IB/RoCE: a positive IB CM reject reason (`cmsafe_reject_reason_str`).
+   */
+  CMSAFE_STATUS_KIND_IB_REJECT_REASON = 2,
+  /**
+   * REJECTED on iWARP: a negative errno (typically -ECONNREFUSED).
+   */
+  CMSAFE_STATUS_KIND_IWARP_REJECT = 3,
+  /**
+   * A value none of the above explains.
+   */
+  CMSAFE_STATUS_KIND_OTHER = 4,
+} cmsafe_status_kind;
+
+/**
+ * An immutable, refcounted private data buffer (see `cmsafe_event_private_data`).
+ */
+typedef struct cmsafe_buf cmsafe_buf;
+
+/**
  * An owned, refcounted copy of one RDMA CM event (see `cmsafe_get_event`).
  */
 typedef struct cmsafe_event cmsafe_event;
+
+/**
+ * A host program's log sink (see `cmsafe_set_log_callback`).
+ */
+typedef void (*cmsafe_log_callback)(void *user_data,
+                                    int level,
+                                    const char *message);
+
+/**
+ * Process-wide counters (see `cmsafe_stats_get`).
+ */
+typedef struct {
+  /**
+   * Events fetched from librdmacm and copied.
+   */
+  uint64_t fetched;
+  /**
+   * Calls to `rdma_ack_cm_event(3)` made by cmsafe (one per fetched event).
+   */
+  uint64_t acked;
+  /**
+   * Event copies whose last reference was released.
+   */
+  uint64_t released;
+  /**
+   * Event copies still referenced.
+   */
+  uint64_t live_events;
+  /**
+   * Private data buffers still referenced, by an event or on their own.
+   */
+  uint64_t live_buffers;
+  /**
+   * Events fetched but not yet copied because an allocation failed; the next fetch on their
+   * channel returns them. Nothing is acked or lost meanwhile.
+   */
+  uint64_t pending;
+  /**
+   * Allocations that failed (real, or injected with `cmsafe_debug_fail_alloc`).
+   */
+  uint64_t alloc_failures;
+  /**
+   * Events fetched by `enum rdma_cm_event_type` (index = type); the last entry counts types
+   * this version does not know.
+   */
+  uint64_t by_type[CMSAFE_EVENT_TYPE_SLOTS];
+} cmsafe_stats;
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
+ * Takes one more reference to `buf`, so it outlives its event or moves to another thread.
+ *
+ * Ownership: the caller owns the new reference and releases it with `cmsafe_buf_release`.
+ * NULL: returns NULL. Threads: atomic.
+ * Returns `buf`.
+ */
+const cmsafe_buf *cmsafe_buf_retain(const cmsafe_buf *buf);
+
+/**
+ * Releases one reference taken with `cmsafe_buf_retain`. (The reference an event holds is
+ * released with the event: never release a buffer you did not retain.)
+ *
+ * NULL: a no-op. A buffer already released, or never returned by cmsafe, is reported and the
+ * process aborts. Threads: atomic; any thread may release.
+ */
+void cmsafe_buf_release(const cmsafe_buf *buf);
+
+/**
+ * The private data bytes: `cmsafe_buf_len(buf)` of them, immutable.
+ *
+ * Ownership: borrowed from `buf`; valid while a reference to `buf` (or to its event) is held.
+ * NULL: returns NULL. Threads: any.
+ */
+const uint8_t *cmsafe_buf_data(const cmsafe_buf *buf);
+
+/**
+ * The number of private data bytes, in bytes (0 to 255): the length the transport reported.
+ * NULL: returns 0. Threads: any.
+ */
+size_t cmsafe_buf_len(const cmsafe_buf *buf);
+
+/**
+ * Takes one more reference to `ev`, for another owner (another thread, a queue, ...).
+ *
+ * Ownership: the caller owns the new reference and releases it with `cmsafe_event_release`.
+ * NULL: returns NULL. Threads: atomic; any thread holding a reference may retain.
+ * Returns `ev`.
+ */
+cmsafe_event *cmsafe_event_retain(const cmsafe_event *ev);
+
+/**
+ * Releases one reference to `ev`; the last release frees the copy. Its private data buffer
+ * lives on while references to the buffer are held (`cmsafe_buf_retain`).
+ *
+ * Ownership: the caller gives up the reference it held; pointers obtained from `ev`
+ * (`cmsafe_event_cm`, `cmsafe_event_private_data`, addresses) must not be used afterwards unless
+ * another reference is held.
+ *
+ * NULL: a no-op. A handle already released, or never returned by cmsafe, is reported
+ * (an error log naming the handle) and the process aborts: going on would corrupt memory.
+ *
+ * Threads: atomic; any thread may release.
+ */
+void cmsafe_event_release(cmsafe_event *ev);
+
+/**
+ * librdmacm's view of the copy, to read with the usual field names.
+ *
+ * `param.conn.private_data` (or `param.ud.private_data` for UD ids) points into the private
+ * data buffer cmsafe owns and `private_data_len` is its length; both are NULL/0 when the event
+ * carries none. For MULTICAST_JOIN/ERROR, `param.ud.private_data` is the user's context
+ * pointer, untouched. `id` and `listen_id` are the application's cm_ids, as reported.
+ *
+ * Ownership: borrowed from `ev`; valid while a reference to `ev` is held. Never pass it to
+ * `rdma_ack_cm_event(3)`: it is not librdmacm's memory, and the original is already acked.
+ * NULL: returns NULL. Threads: the copy is immutable; any thread holding `ev` may read it.
+ */
+const struct rdma_cm_event *cmsafe_event_cm(const cmsafe_event *ev);
+
+/**
+ * The event type, an `enum rdma_cm_event_type` value (`rdma_event_str(3)` names it).
+ * NULL: returns -1. Threads: any.
+ */
+int cmsafe_event_type(const cmsafe_event *ev);
+
+/**
+ * The event's status as librdmacm reported it (`rdma_get_cm_event(3)`): 0, a negative errno,
+ * or for REJECTED on IB/RoCE a positive IB CM reject reason; `cmsafe_event_status_kind` says
+ * which. NULL: returns 0 and sets errno to EINVAL. Threads: any.
+ */
+int cmsafe_event_status(const cmsafe_event *ev);
+
+/**
+ * How to read `cmsafe_event_status`: OK, ERRNO (negative errno), IB_REJECT_REASON (REJECTED on
+ * IB/RoCE: see `cmsafe_reject_reason_str`), IWARP_REJECT (REJECTED on iWARP: negative errno),
+ * or OTHER. The transport is the one the id's device had when the event was fetched.
+ * NULL: returns CMSAFE_STATUS_KIND_OTHER. Threads: any.
+ */
+cmsafe_status_kind cmsafe_event_status_kind(const cmsafe_event *ev);
+
+/**
+ * The event's cm_id: for CONNECT_REQUEST the new id librdmacm created for the connection.
+ * Owned by the application (released with `rdma_destroy_id(3)`), not by the event.
+ * NULL: returns NULL. Threads: any.
+ */
+struct rdma_cm_id *cmsafe_event_id(const cmsafe_event *ev);
+
+/**
+ * The listen id a CONNECT_REQUEST arrived on; NULL for other events and for NULL `ev`.
+ * Owned by the application. Threads: any.
+ */
+struct rdma_cm_id *cmsafe_event_listen_id(const cmsafe_event *ev);
+
+/**
+ * The event's sequence number: process-wide, strictly increasing in fetch order, starting at 1.
+ * NULL: returns 0. Threads: any.
+ */
+uint64_t cmsafe_event_seq(const cmsafe_event *ev);
+
+/**
+ * When the event was fetched, in nanoseconds of CLOCK_MONOTONIC (clock_gettime(2)).
+ * NULL: returns 0. Threads: any.
+ */
+uint64_t cmsafe_event_time_ns(const cmsafe_event *ev);
+
+/**
+ * The id's local address as it was when the event was fetched (what `rdma_get_local_addr(3)`
+ * returned then); readable after the id is destroyed. Its family is AF_UNSPEC when the id had
+ * no address yet. The storage is a `struct sockaddr_storage`.
+ *
+ * Ownership: borrowed from `ev`, valid while a reference to `ev` is held.
+ * NULL: returns NULL. Threads: any.
+ */
+const struct sockaddr *cmsafe_event_src_addr(const cmsafe_event *ev);
+
+/**
+ * The id's peer address as it was when the event was fetched (`rdma_get_peer_addr(3)`);
+ * otherwise as `cmsafe_event_src_addr`.
+ */
+const struct sockaddr *cmsafe_event_dst_addr(const cmsafe_event *ev);
+
+/**
+ * The event's private data buffer, or NULL when the event carries none (no private data, and
+ * always for MULTICAST_JOIN/ERROR). Its length is what the transport reported, which on IB/RoCE
+ * can exceed what the peer sent: CONNECT_REQUEST carries 56 bytes, ESTABLISHED 196, REJECTED
+ * 148, the peer's bytes first and zeros after. A NULL pointer with a nonzero length from
+ * librdmacm gives an empty buffer.
+ *
+ * Ownership: borrowed from `ev`; to keep it longer than `ev`, take a reference with
+ * `cmsafe_buf_retain` (and give it back with `cmsafe_buf_release`).
+ * NULL: returns NULL. Threads: any.
+ */
+const cmsafe_buf *cmsafe_event_private_data(const cmsafe_event *ev);
+
+/**
+ * Writes one log line describing `ev` into `buf` (NUL-terminated, cut to `len` bytes like
+ * snprintf(3)): sequence number, type, status decoded, id, listen id, addresses and the private
+ * data *length*. Never the private data bytes: they often carry tokens.
+ *
+ * NULL: `ev` NULL, or `buf` NULL with `len` > 0, fails with EINVAL; `buf` NULL with `len` 0
+ * only measures. Threads: any.
+ *
+ * Returns the length of the whole line, without the NUL (a return >= `len` means it was cut),
+ * or -1 with errno EINVAL.
+ */
+int cmsafe_event_describe(const cmsafe_event *ev,
+                          char *buf,
+                          size_t len);
+
+/**
  * Fetches the next event from `ch`, copies everything it carries and acks the original.
  *
- * Blocks like `rdma_get_cm_event(3)` until an event arrives. The copy holds the event type,
- * status, `id`, `listen_id`, the `param.conn` or `param.ud` member librdmacm filled, and
- * `private_data_len` bytes of private data in memory cmsafe owns. The original is acked with
- * `rdma_ack_cm_event(3)` before this returns, so `rdma_destroy_id(3)` never waits on it.
- * For MULTICAST_JOIN and MULTICAST_ERROR, `param.ud.private_data` is the context pointer given to
- * `rdma_join_multicast(3)`: it is kept as is and no bytes are copied (librdmacm/cma.c).
+ * Blocks like `rdma_get_cm_event(3)` until an event arrives; on a channel whose fd is
+ * O_NONBLOCK it fails with EAGAIN when nothing is queued. The copy holds the event type,
+ * status, `id`, `listen_id`, the `param.conn` or `param.ud` member librdmacm filled,
+ * `private_data_len` bytes of private data, the id's addresses, a sequence number and the fetch
+ * time. The original is acked with `rdma_ack_cm_event(3)` before this returns, so
+ * `rdma_destroy_id(3)` never waits on it. For MULTICAST_JOIN and MULTICAST_ERROR,
+ * `param.ud.private_data` is the context given to `rdma_join_multicast(3)`: kept as is, no bytes
+ * copied (librdmacm/cma.c).
  *
- * Ownership: on success `*out` receives a new event holding one reference, which the caller
- * releases with `cmsafe_event_release`. `*out` is written only on success.
+ * Ownership: on success `*out` receives a new event holding one reference, released with
+ * `cmsafe_event_release`. `*out` is written only on success.
  *
  * NULL: `ch` or `out` NULL fails with EINVAL.
  *
- * Threads: any number of threads may fetch from one channel at once; the kernel hands each
- * event to exactly one of them.
+ * Threads: any number of threads may fetch from one channel; each event is delivered to
+ * exactly one of them. Do not mix with direct `rdma_get_cm_event` calls on the same channel.
  *
- * Returns 0 on success, or -1 with errno set: EINVAL for NULL arguments, or the errno of
- * `rdma_get_cm_event(3)` (e.g. EAGAIN on a non-blocking channel with nothing queued, ENODEV).
+ * Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
+ * queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
+ * the event was neither acked nor dropped, and the next fetch on `ch` returns it), or the errno
+ * of `rdma_get_cm_event(3)`.
  */
 int cmsafe_get_event(struct rdma_event_channel *ch,
                      cmsafe_event **out);
 
 /**
- * librdmacm's view of the copy, to read with the usual field names.
+ * Like `cmsafe_get_event`, waiting at most `timeout_ms` milliseconds for an event.
  *
- * `param.conn.private_data` (or `param.ud.private_data` for UD ids) points into private data
- * cmsafe owns, and `private_data_len` is its length; both are NULL/0 when the event carries none.
- * For MULTICAST_JOIN/ERROR, `param.ud.private_data` is the user's context pointer, untouched.
- * `id` and `listen_id` are the application's cm_ids, as librdmacm reported them.
+ * `timeout_ms` < 0 waits without limit; 0 takes only an event already queued. The wait is
+ * poll(2) on the channel's fd, so its resolution is the kernel's (about a millisecond).
  *
- * Ownership: borrowed from `ev`; valid while the caller holds `ev`. Do not pass it to
- * `rdma_ack_cm_event(3)`: it is not librdmacm's memory, and the original is already acked.
+ * Ownership, NULL, threads: as `cmsafe_get_event`.
  *
- * NULL: `ev` NULL returns NULL.
- *
- * Threads: the copy is immutable; any thread holding `ev` may read it.
+ * Returns 0, or -1 with errno: ETIMEDOUT (nothing arrived in time), EINTR (a signal arrived
+ * while waiting: the wait is not resumed, as librdmacm's own blocking read would not be), and
+ * the errors of `cmsafe_get_event`.
  */
-const struct rdma_cm_event *cmsafe_event_cm(const cmsafe_event *ev);
+int cmsafe_get_event_timeout(struct rdma_event_channel *ch,
+                             cmsafe_event **out,
+                             int timeout_ms);
 
 /**
- * Releases one reference to `ev`; the last release frees the copy (its private data buffer
- * lives on while other references to the buffer are held).
+ * Drains a channel: waits up to `timeout_ms` for a first event (< 0: no limit, 0: only what is
+ * queued), then takes every event already queued, up to `max`, without waiting again.
  *
- * Ownership: the caller gives up the reference it held; `ev` and every pointer obtained from it
- * (`cmsafe_event_cm`) must not be used afterwards unless another reference is held.
+ * Ownership: `evs[0 .. return value]` receive new events, one reference each, released with
+ * `cmsafe_event_release`; the rest of `evs` is left untouched.
  *
- * NULL: a no-op.
+ * NULL: `ch` or `evs` NULL fails with EINVAL.
  *
- * Threads: atomic; any thread may release.
+ * Threads: as `cmsafe_get_event`; batches taken concurrently from one channel never share an
+ * event.
+ *
+ * Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
+ * (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before
+ * the first event. An error after the first event ends the batch; the next call reports it (an
+ * event that could not be copied is kept, unacked, for that call).
  */
-void cmsafe_event_release(cmsafe_event *ev);
+int cmsafe_get_events(struct rdma_event_channel *ch,
+                      cmsafe_event **evs,
+                      size_t max,
+                      int timeout_ms);
+
+/**
+ * The kernel's name for an IB CM reject reason (`enum ib_cm_rej_reason` in the kernel's
+ * include/rdma/ib_cm.h): 1 gives "IB_CM_REJ_NO_QP", 28 "IB_CM_REJ_CONSUMER_DEFINED", 35
+ * "IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED".
+ *
+ * Ownership: a static string; never free it. Threads: any.
+ * Returns NULL (errno EINVAL) for a number that names no reason.
+ */
+const char *cmsafe_reject_reason_str(int reason);
+
+/**
+ * Routes cmsafe's log messages to `callback(user_data, level, message)` instead of stderr;
+ * NULL `callback` restores stderr. `level` is 1 error, 2 warning, 3 info, 4 debug, 5 trace;
+ * `message` is NUL-terminated and valid during the call only.
+ *
+ * Threads: the callback may be called from any thread that calls cmsafe, concurrently; it must
+ * not block for long. Safe to call at any time.
+ */
+void cmsafe_set_log_callback(cmsafe_log_callback callback,
+                             void *user_data);
+
+/**
+ * Sets the most detailed level logged: 0 off, 1 error, 2 warning (the default), 3 info,
+ * 4 debug, 5 trace. Overrides the CMSAFE_LOG environment variable (same names: off, error,
+ * warn, info, debug, trace), read at the first cmsafe call.
+ *
+ * Threads: any. Returns 0, or -1 with errno EINVAL for another number.
+ */
+int cmsafe_set_log_level(int level);
+
+/**
+ * Copies the process-wide counters into `*out`; tests use them to prove nothing leaks
+ * (live_events, live_buffers and pending back to 0; acked == fetched).
+ *
+ * NULL: fails with EINVAL. Threads: any; the counters are read one by one, so a snapshot taken
+ * while other threads fetch may be slightly inconsistent.
+ * Returns 0, or -1 with errno EINVAL.
+ */
+int cmsafe_stats_get(cmsafe_stats *out);
+
+/**
+ * Test hook: makes one future allocation fail, to exercise the ENOMEM path. The allocation
+ * after `skip` successful ones fails (0: the next one); a negative `skip` disarms. The
+ * allocations of a fetch are: the channel's state (first fetch on a channel only), the private
+ * data buffer (when the event carries some), the event.
+ *
+ * Not for production use. Threads: process-wide; any.
+ */
+void cmsafe_debug_fail_alloc(int64_t skip);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -8,14 +8,25 @@
 //! Layout of the crate:
 //! - [`cm`]: the librdmacm types and names cmsafe works with (from `rdma-sys`).
 //! - [`event`]: the owned copy of an event and its private data buffer.
-//! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack).
-//! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the two above.
+//! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack, timeouts, batches).
+//! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).
+//! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection.
+//! - `pool`: the refcounted slots events and buffers live in.
+//! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the above.
 
 pub mod channel;
 pub mod cm;
 mod errno;
 pub mod event;
+pub mod fault;
 mod ffi;
+pub mod logging;
+mod pool;
+pub mod stats;
+pub mod status;
 
-pub use channel::EventChannel;
+pub use channel::{EventChannel, Wait};
 pub use event::{Event, PrivateData};
+pub use pool::AllocError;
+pub use stats::{snapshot as stats, Stats};
+pub use status::StatusKind;

@@ -8,6 +8,7 @@
 
 use super::private_data::PrivateData;
 use crate::cm::{ibv_qp_type, rdma_cm_event, rdma_cm_event_type::*, EventType};
+use crate::pool::AllocError;
 
 /// Which member of `rdma_cm_event.param` an event carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,12 +38,12 @@ pub(crate) struct Copied {
     pub kind: ParamKind,
 }
 
-/// Copies `raw`. The copy's `private_data` still points into `raw`: the caller redirects it
+/// Copies `raw`; fails only when the private data buffer cannot be allocated. The copy's `private_data` still points into `raw`: the caller redirects it
 /// once the buffer has its final address.
 ///
 /// # Safety
 /// `raw` is a valid event that has not been acked; `raw.id`, when not NULL, is a live cm_id.
-pub(crate) unsafe fn copy_event(raw: *const rdma_cm_event) -> Copied {
+pub(crate) unsafe fn copy_event(raw: *const rdma_cm_event) -> Result<Copied, AllocError> {
     // SAFETY: the caller guarantees `raw` is valid; the struct is plain data.
     let cm: rdma_cm_event = unsafe { std::ptr::read(raw) };
     let qp_type = if cm.id.is_null() {
@@ -63,16 +64,140 @@ pub(crate) unsafe fn copy_event(raw: *const rdma_cm_event) -> Copied {
     let private_data = match (ptr.is_null(), len) {
         (_, 0) => None,
         // A length without bytes: an empty buffer, never a read through NULL.
-        (true, _) => Some(PrivateData::copy_from(&[])),
+        (true, _) => Some(PrivateData::copy_from(&[])?),
         (false, len) => {
             // SAFETY: librdmacm's block holds `len` bytes at `ptr` until the ack.
             let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) };
-            Some(PrivateData::copy_from(bytes))
+            Some(PrivateData::copy_from(bytes)?)
         }
     };
-    Copied {
+    Ok(Copied {
         cm,
         private_data,
         kind,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::rdma_cm_id;
+
+    fn event(kind: EventType, id: *mut rdma_cm_id, ptr: *const u8, len: u8) -> rdma_cm_event {
+        // SAFETY: rdma_cm_event is plain data; all-zero is a valid value.
+        let mut ev: rdma_cm_event = unsafe { std::mem::zeroed() };
+        ev.event = kind;
+        ev.id = id;
+        ev.param.conn.private_data = ptr.cast();
+        ev.param.conn.private_data_len = len;
+        ev
+    }
+
+    fn ud_id() -> Box<rdma_cm_id> {
+        // SAFETY: rdma_cm_id is plain data; all-zero is a valid value.
+        let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        id.qp_type = ibv_qp_type::IBV_QPT_UD;
+        id
+    }
+
+    #[test]
+    fn conn_event_bytes_are_copied() {
+        let bytes: Vec<u8> = (0..56).collect();
+        let raw = event(
+            RDMA_CM_EVENT_CONNECT_REQUEST,
+            std::ptr::null_mut(),
+            bytes.as_ptr(),
+            56,
+        );
+        // SAFETY: `raw` is a valid event whose private data lives in `bytes`.
+        let copy = unsafe { copy_event(&raw) }.unwrap();
+        assert_eq!(copy.kind, ParamKind::Conn);
+        assert_eq!(copy.private_data.unwrap().as_bytes(), &bytes[..]);
+    }
+
+    #[test]
+    fn ud_ids_use_the_ud_member() {
+        let mut id = ud_id();
+        let bytes = [9u8; 20];
+        let raw = event(RDMA_CM_EVENT_ESTABLISHED, &mut *id, bytes.as_ptr(), 20);
+        // SAFETY: as above; `id` is a live cm_id.
+        let copy = unsafe { copy_event(&raw) }.unwrap();
+        assert_eq!(copy.kind, ParamKind::Ud);
+        assert_eq!(copy.private_data.unwrap().as_bytes(), &bytes);
+        // DISCONNECTED is always conn, even on a UD id (librdmacm/cma.c).
+        let raw = event(RDMA_CM_EVENT_DISCONNECTED, &mut *id, bytes.as_ptr(), 20);
+        // SAFETY: as above.
+        assert_eq!(unsafe { copy_event(&raw) }.unwrap().kind, ParamKind::Conn);
+    }
+
+    #[test]
+    fn multicast_context_is_kept_and_not_read() {
+        let mut id = ud_id();
+        // A context pointer that must never be read through: a dangling, unaligned address.
+        let context = 0x10 as *const u8;
+        for kind in [RDMA_CM_EVENT_MULTICAST_JOIN, RDMA_CM_EVENT_MULTICAST_ERROR] {
+            let raw = event(kind, &mut *id, context, 200);
+            // SAFETY: the copy must not dereference `context`.
+            let copy = unsafe { copy_event(&raw) }.unwrap();
+            assert_eq!(copy.kind, ParamKind::MulticastContext);
+            assert!(copy.private_data.is_none());
+            // SAFETY: `cm` is a plain copy.
+            assert_eq!(unsafe { copy.cm.param.ud.private_data } as usize, 0x10);
+        }
+    }
+
+    #[test]
+    fn null_pointer_with_a_length_gives_an_empty_buffer() {
+        let raw = event(
+            RDMA_CM_EVENT_REJECTED,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            148,
+        );
+        // SAFETY: the copy must not read through the NULL pointer.
+        let copy = unsafe { copy_event(&raw) }.unwrap();
+        assert_eq!(copy.private_data.unwrap().len(), 0);
+    }
+
+    #[test]
+    fn no_length_gives_no_buffer() {
+        let bytes = [1u8; 4];
+        let raw = event(
+            RDMA_CM_EVENT_ADDR_RESOLVED,
+            std::ptr::null_mut(),
+            bytes.as_ptr(),
+            0,
+        );
+        // SAFETY: as above.
+        assert!(unsafe { copy_event(&raw) }.unwrap().private_data.is_none());
+    }
+
+    #[test]
+    fn param_kind_follows_librdmacm() {
+        use ibv_qp_type::{IBV_QPT_RC, IBV_QPT_UD};
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_CONNECT_REQUEST, IBV_QPT_UD),
+            ParamKind::Ud
+        );
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_CONNECT_REQUEST, IBV_QPT_RC),
+            ParamKind::Conn
+        );
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_CONNECT_RESPONSE, IBV_QPT_UD),
+            ParamKind::Conn
+        );
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_REJECTED, IBV_QPT_UD),
+            ParamKind::Conn
+        );
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_UNREACHABLE, IBV_QPT_UD),
+            ParamKind::Ud
+        );
+        assert_eq!(
+            param_kind(RDMA_CM_EVENT_TIMEWAIT_EXIT, IBV_QPT_RC),
+            ParamKind::Conn
+        );
     }
 }

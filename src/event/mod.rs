@@ -1,59 +1,87 @@
 //! The owned copy of a connection-manager event.
 
 mod copy;
+mod describe;
 mod private_data;
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
+use crate::pool::{AllocError, Pool, Slot};
+use crate::stats::COUNTERS;
+use crate::status::{self, StatusKind, Transport};
 
 /// Process-wide fetch order; starts at 1 so 0 never names an event.
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) struct EventInner {
+pub(crate) static EVENTS: Pool<EventData> = Pool::new("cmsafe_event", 0xc5e7_e7e7);
+
+pub(crate) struct EventData {
     /// The view handed to C: librdmacm's struct with `private_data` pointing into our buffer.
     cm: rdma_cm_event,
     private_data: Option<PrivateData>,
     kind: ParamKind,
+    transport: Transport,
     seq: u64,
     fetched_ns: u64,
+    src: libc::sockaddr_storage,
+    dst: libc::sockaddr_storage,
 }
 
-// SAFETY: the raw pointers in `cm` are never dereferenced through the copy: `id`/`listen_id` are
-// the application's cm_ids, and `private_data` points into our immutable, refcounted buffer.
-unsafe impl Send for EventInner {}
-// SAFETY: as above; nothing in an event changes after it is built.
-unsafe impl Sync for EventInner {}
+// SAFETY: immutable after the copy; the raw pointers inside (`id`, `listen_id`, a multicast
+// context) are the application's and are never dereferenced through the copy, and
+// `private_data` points into our own refcounted buffer.
+unsafe impl Send for EventData {}
+// SAFETY: as above.
+unsafe impl Sync for EventData {}
+
+impl Drop for EventData {
+    fn drop(&mut self) {
+        COUNTERS.released.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// An immutable, refcounted copy of one event; the original was acked when this was made.
-/// Cloning is cheap (a refcount).
-#[derive(Clone)]
-pub struct Event(pub(crate) Arc<EventInner>);
+/// Cloning is cheap (a refcount), and the copy may be sent to and shared with other threads.
+pub struct Event(NonNull<Slot<EventData>>);
+
+// SAFETY: the data never changes after the copy and the refcount is atomic; the raw pointers
+// inside (`id`, `listen_id`) are the application's cm_ids and are never dereferenced through it.
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
+
+pub(crate) fn live_events() -> u64 {
+    EVENTS.live()
+}
+
+pub(crate) fn live_buffers() -> u64 {
+    private_data::BUFS.live()
+}
 
 impl Event {
     /// Copies everything `raw` carries and stamps it with the next sequence number.
-    /// `raw` is not acked here.
+    /// `raw` is not acked here; on failure nothing was consumed and `raw` is untouched.
     ///
     /// # Safety
     /// `raw` is a valid, unacked event from `rdma_get_cm_event`.
-    pub(crate) unsafe fn copy_of(raw: *const rdma_cm_event) -> Event {
+    pub(crate) unsafe fn copy_of(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
         // SAFETY: forwarded from the caller.
         let copy::Copied {
             mut cm,
             private_data,
             kind,
-        } = unsafe { copy::copy_event(raw) };
+        } = unsafe { copy::copy_event(raw) }?;
         if kind != ParamKind::MulticastContext {
             let (ptr, len) = match &private_data {
                 Some(buf) => (buf.as_bytes().as_ptr().cast(), buf.len() as u8),
                 None => (std::ptr::null(), 0),
             };
-            // The conn and UD members both begin with private_data/private_data_len (checked in
-            // tests/layout.rs), but write the member that is live.
+            // Write the member that is live (both begin with private_data/private_data_len).
             match kind {
                 ParamKind::Ud => {
                     cm.param.ud.private_data = ptr;
@@ -65,72 +93,160 @@ impl Event {
                 }
             }
         }
-        Event(Arc::new(EventInner {
+        // SAFETY: an unacked event's id is a live cm_id (or NULL).
+        let (src, dst, transport) = unsafe { id_facts(cm.id) };
+        let event_type = cm.event;
+        let event = EVENTS.alloc(EventData {
             cm,
             private_data,
             kind,
+            transport,
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             fetched_ns: monotonic_ns(),
-        }))
+            src,
+            dst,
+        })?;
+        COUNTERS.fetched.fetch_add(1, Ordering::Relaxed);
+        crate::stats::count_type(event_type);
+        Ok(Event(event))
+    }
+
+    fn data(&self) -> &EventData {
+        // SAFETY: we hold a reference, so the slot is live.
+        EVENTS.value(unsafe { self.0.as_ref() })
     }
 
     /// librdmacm's view of the copy; its `private_data` points into [`Event::private_data`].
     pub fn cm(&self) -> &rdma_cm_event {
-        &self.0.cm
+        &self.data().cm
     }
 
     pub fn event_type(&self) -> EventType {
-        self.0.cm.event
+        self.data().cm.event
     }
 
     pub fn event_type_name(&self) -> &'static str {
-        event_type_name(self.0.cm.event)
+        event_type_name(self.event_type())
     }
 
     pub fn status(&self) -> i32 {
-        self.0.cm.status
+        self.data().cm.status
+    }
+
+    /// What `status` means for this event type on this transport.
+    pub fn status_kind(&self) -> StatusKind {
+        status::kind(self.event_type(), self.status(), self.data().transport)
     }
 
     /// The event's cm_id (owned by the application; for CONNECT_REQUEST, the new id).
     pub fn id(&self) -> *mut rdma_cm_id {
-        self.0.cm.id
+        self.data().cm.id
     }
 
     /// The listen id a CONNECT_REQUEST arrived on; NULL for other events.
     pub fn listen_id(&self) -> *mut rdma_cm_id {
-        self.0.cm.listen_id
+        self.data().cm.listen_id
     }
 
     /// The copied private data; `None` when the event carries none, and always for
     /// MULTICAST_JOIN/ERROR (whose `private_data` is the user's context pointer).
     pub fn private_data(&self) -> Option<&PrivateData> {
-        self.0.private_data.as_ref()
+        self.data().private_data.as_ref()
     }
 
     pub fn param_kind(&self) -> ParamKind {
-        self.0.kind
+        self.data().kind
     }
 
     /// Strictly increasing across the process, in fetch order; the first event is 1.
     pub fn seq(&self) -> u64 {
-        self.0.seq
+        self.data().seq
     }
 
     /// When the event was fetched: CLOCK_MONOTONIC, nanoseconds.
     pub fn fetched_ns(&self) -> u64 {
-        self.0.fetched_ns
+        self.data().fetched_ns
+    }
+
+    /// The id's source address when the event was fetched (`rdma_get_local_addr(3)`);
+    /// family AF_UNSPEC when the id had none.
+    pub fn src_addr(&self) -> &libc::sockaddr_storage {
+        &self.data().src
+    }
+
+    /// The id's destination address when the event was fetched (`rdma_get_peer_addr(3)`).
+    pub fn dst_addr(&self) -> &libc::sockaddr_storage {
+        &self.data().dst
+    }
+
+    /// One log line: sequence number, type, status decoded, id, addresses and the private data
+    /// *length* (never its bytes).
+    pub fn describe(&self) -> String {
+        describe::line(self)
+    }
+
+    /// The handle C sees; it carries the reference this value held.
+    pub(crate) fn into_raw(self) -> *const u8 {
+        let ptr = self.0.as_ptr() as *const u8;
+        std::mem::forget(self);
+        ptr
+    }
+
+    /// Takes over the reference a C handle carries, after checking the handle.
+    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
+        Event(NonNull::from(EVENTS.check(ptr, op)))
+    }
+
+    /// Borrows a C handle without taking its reference.
+    pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
+        let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
+        f(&borrowed)
+    }
+}
+
+impl Clone for Event {
+    fn clone(&self) -> Self {
+        // SAFETY: we hold a reference, so the slot is live.
+        EVENTS.retain(unsafe { self.0.as_ref() });
+        Event(self.0)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference, so the slot is live.
+        EVENTS.release(unsafe { self.0.as_ref() }, "cmsafe_event_release");
     }
 }
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Event")
-            .field("seq", &self.seq())
-            .field("type", &self.event_type_name())
-            .field("status", &self.status())
-            .field("id", &self.id())
-            .field("private_data", &self.private_data())
-            .finish()
+        f.write_str(&self.describe())
+    }
+}
+
+/// The id's addresses and transport, read while the id is certainly alive.
+///
+/// # Safety
+/// `id` is NULL or a live cm_id.
+unsafe fn id_facts(
+    id: *mut rdma_cm_id,
+) -> (libc::sockaddr_storage, libc::sockaddr_storage, Transport) {
+    // SAFETY: all-zero is a valid sockaddr_storage (AF_UNSPEC).
+    let zero: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    if id.is_null() {
+        return (zero, zero, Transport::Unknown);
+    }
+    // SAFETY: a live cm_id; `route.addr` holds both addresses as sockaddr_storage, which is
+    // what rdma_get_local_addr/rdma_get_peer_addr point into (rdma_cma.h).
+    unsafe {
+        let addr = &(*id).route.addr;
+        let transport = status::transport_of((*id).verbs);
+        (
+            addr.src_addr_union.src_storage,
+            addr.dst_addr_union.dst_storage,
+            transport,
+        )
     }
 }
 

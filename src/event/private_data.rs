@@ -1,45 +1,96 @@
 //! Private data bytes in a refcounted buffer that can outlive its event and cross threads.
 
-use std::sync::Arc;
+use std::ptr::NonNull;
+
+use crate::pool::{AllocError, Pool, Slot};
 
 /// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
 pub const MAX_PRIVATE_DATA: usize = 255;
 
-pub(crate) struct BufInner {
+pub(crate) struct BufData {
     len: u8,
     bytes: [u8; MAX_PRIVATE_DATA],
 }
 
-/// An immutable, refcounted copy of an event's private data.
+pub(crate) static BUFS: Pool<BufData> = Pool::new("cmsafe_buf", 0xc5e7_b0f0);
+
+/// An immutable, refcounted copy of an event's private data. Cloning is a refcount.
 ///
 /// The length is what the transport reported, which on IB/RoCE can exceed what the peer sent
 /// (a CONNECT_REQUEST carries 56 bytes, zero-padded after the peer's own).
-#[derive(Clone)]
-pub struct PrivateData(pub(crate) Arc<BufInner>);
+pub struct PrivateData(NonNull<Slot<BufData>>);
+
+// SAFETY: the bytes never change after the copy; the refcount is atomic.
+unsafe impl Send for PrivateData {}
+// SAFETY: as above.
+unsafe impl Sync for PrivateData {}
 
 impl PrivateData {
-    /// Copies `bytes` (at most [`MAX_PRIVATE_DATA`]; the rest is cut, which librdmacm's `uint8_t`
-    /// length never asks for).
-    pub fn copy_from(bytes: &[u8]) -> Self {
+    /// Copies `bytes` (at most [`MAX_PRIVATE_DATA`]; librdmacm's `uint8_t` length never asks
+    /// for more, and the rest would be cut).
+    pub fn copy_from(bytes: &[u8]) -> Result<Self, AllocError> {
         let len = bytes.len().min(MAX_PRIVATE_DATA);
-        let mut inner = BufInner {
+        let mut data = BufData {
             len: len as u8,
             bytes: [0; MAX_PRIVATE_DATA],
         };
-        inner.bytes[..len].copy_from_slice(&bytes[..len]);
-        PrivateData(Arc::new(inner))
+        data.bytes[..len].copy_from_slice(&bytes[..len]);
+        BUFS.alloc(data).map(PrivateData)
+    }
+
+    fn data(&self) -> &BufData {
+        // SAFETY: we hold a reference, so the slot is live.
+        BUFS.value(unsafe { self.0.as_ref() })
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0.bytes[..self.0.len as usize]
+        let data = self.data();
+        &data.bytes[..data.len as usize]
     }
 
     pub fn len(&self) -> usize {
-        self.0.len as usize
+        self.data().len as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.len == 0
+        self.len() == 0
+    }
+
+    /// The handle C sees; it carries the reference this value held.
+    pub(crate) fn into_raw(self) -> *const u8 {
+        let ptr = self.0.as_ptr() as *const u8;
+        std::mem::forget(self);
+        ptr
+    }
+
+    pub(crate) fn as_raw(&self) -> *const u8 {
+        self.0.as_ptr() as *const u8
+    }
+
+    /// Takes over the reference a C handle carries, after checking the handle.
+    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
+        PrivateData(NonNull::from(BUFS.check(ptr, op)))
+    }
+
+    /// Borrows a C handle without taking its reference.
+    pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
+        let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
+        f(&borrowed)
+    }
+}
+
+impl Clone for PrivateData {
+    fn clone(&self) -> Self {
+        // SAFETY: we hold a reference, so the slot is live.
+        BUFS.retain(unsafe { self.0.as_ref() });
+        PrivateData(self.0)
+    }
+}
+
+impl Drop for PrivateData {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference, so the slot is live.
+        BUFS.release(unsafe { self.0.as_ref() }, "cmsafe_buf_release");
     }
 }
 

@@ -1,91 +1,221 @@
-//! Fetching events and reading the copies.
+//! Reading an event copy, and its refcount.
+//!
+//! Every accessor borrows `ev` for the call: NULL gives the documented neutral value, and a
+//! handle that was already released (or never came from cmsafe) is reported and aborts.
 
-use libc::c_int;
+use libc::{c_char, c_int, size_t};
 
-use super::handle::{self, cmsafe_event};
-use super::{fail, guard};
-use crate::cm::{rdma_cm_event, rdma_event_channel};
-use crate::channel::get_event_raw;
+use super::{cmsafe_buf, cmsafe_event, fail, guard};
+use crate::cm::{rdma_cm_event, rdma_cm_id};
+use crate::event::Event;
+use crate::status::StatusKind;
 
-/// Fetches the next event from `ch`, copies everything it carries and acks the original.
+fn with_event<R>(ev: *const cmsafe_event, op: &str, none: R, f: impl FnOnce(&Event) -> R) -> R {
+    if ev.is_null() {
+        return none;
+    }
+    Event::with_raw(ev as *const u8, op, f)
+}
+
+/// Takes one more reference to `ev`, for another owner (another thread, a queue, ...).
 ///
-/// Blocks like `rdma_get_cm_event(3)` until an event arrives. The copy holds the event type,
-/// status, `id`, `listen_id`, the `param.conn` or `param.ud` member librdmacm filled, and
-/// `private_data_len` bytes of private data in memory cmsafe owns. The original is acked with
-/// `rdma_ack_cm_event(3)` before this returns, so `rdma_destroy_id(3)` never waits on it.
-/// For MULTICAST_JOIN and MULTICAST_ERROR, `param.ud.private_data` is the context pointer given to
-/// `rdma_join_multicast(3)`: it is kept as is and no bytes are copied (librdmacm/cma.c).
-///
-/// Ownership: on success `*out` receives a new event holding one reference, which the caller
-/// releases with `cmsafe_event_release`. `*out` is written only on success.
-///
-/// NULL: `ch` or `out` NULL fails with EINVAL.
-///
-/// Threads: any number of threads may fetch from one channel at once; the kernel hands each
-/// event to exactly one of them.
-///
-/// Returns 0 on success, or -1 with errno set: EINVAL for NULL arguments, or the errno of
-/// `rdma_get_cm_event(3)` (e.g. EAGAIN on a non-blocking channel with nothing queued, ENODEV).
+/// Ownership: the caller owns the new reference and releases it with `cmsafe_event_release`.
+/// NULL: returns NULL. Threads: atomic; any thread holding a reference may retain.
+/// Returns `ev`.
 #[no_mangle]
-pub extern "C" fn cmsafe_get_event(
-    ch: *mut rdma_event_channel,
-    out: *mut *mut cmsafe_event,
-) -> c_int {
-    guard!(fail(libc::EIO), {
-        if ch.is_null() || out.is_null() {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: `ch` is not NULL; the caller passes a live channel, as librdmacm requires.
-        match unsafe { get_event_raw(ch) } {
-            Ok(event) => {
-                // SAFETY: `out` is not NULL and points to writable storage per the contract.
-                unsafe { *out = handle::event_into_c(event) };
-                0
-            }
-            Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
-        }
+pub extern "C" fn cmsafe_event_retain(ev: *const cmsafe_event) -> *mut cmsafe_event {
+    guard!(std::ptr::null_mut(), {
+        with_event(ev, "cmsafe_event_retain", std::ptr::null_mut(), |e| {
+            e.clone().into_raw() as *mut cmsafe_event
+        })
     })
 }
 
-/// librdmacm's view of the copy, to read with the usual field names.
+/// Releases one reference to `ev`; the last release frees the copy. Its private data buffer
+/// lives on while references to the buffer are held (`cmsafe_buf_retain`).
 ///
-/// `param.conn.private_data` (or `param.ud.private_data` for UD ids) points into private data
-/// cmsafe owns, and `private_data_len` is its length; both are NULL/0 when the event carries none.
-/// For MULTICAST_JOIN/ERROR, `param.ud.private_data` is the user's context pointer, untouched.
-/// `id` and `listen_id` are the application's cm_ids, as librdmacm reported them.
+/// Ownership: the caller gives up the reference it held; pointers obtained from `ev`
+/// (`cmsafe_event_cm`, `cmsafe_event_private_data`, addresses) must not be used afterwards unless
+/// another reference is held.
 ///
-/// Ownership: borrowed from `ev`; valid while the caller holds `ev`. Do not pass it to
-/// `rdma_ack_cm_event(3)`: it is not librdmacm's memory, and the original is already acked.
-///
-/// NULL: `ev` NULL returns NULL.
-///
-/// Threads: the copy is immutable; any thread holding `ev` may read it.
-#[no_mangle]
-pub extern "C" fn cmsafe_event_cm(ev: *const cmsafe_event) -> *const rdma_cm_event {
-    guard!(std::ptr::null(), {
-        // SAFETY: `ev` is NULL or a held handle, per the contract.
-        match unsafe { handle::event_ref(ev) } {
-            Some(event) => event.cm() as *const rdma_cm_event,
-            None => std::ptr::null(),
-        }
-    })
-}
-
-/// Releases one reference to `ev`; the last release frees the copy (its private data buffer
-/// lives on while other references to the buffer are held).
-///
-/// Ownership: the caller gives up the reference it held; `ev` and every pointer obtained from it
-/// (`cmsafe_event_cm`) must not be used afterwards unless another reference is held.
-///
-/// NULL: a no-op.
+/// NULL: a no-op. A handle already released, or never returned by cmsafe, is reported
+/// (an error log naming the handle) and the process aborts: going on would corrupt memory.
 ///
 /// Threads: atomic; any thread may release.
 #[no_mangle]
 pub extern "C" fn cmsafe_event_release(ev: *mut cmsafe_event) {
     guard!((), {
         if !ev.is_null() {
-            // SAFETY: a non-NULL `ev` is a handle whose reference the caller owns.
-            unsafe { handle::event_release(ev) };
+            drop(Event::from_raw(ev as *const u8, "cmsafe_event_release"));
         }
+    })
+}
+
+/// librdmacm's view of the copy, to read with the usual field names.
+///
+/// `param.conn.private_data` (or `param.ud.private_data` for UD ids) points into the private
+/// data buffer cmsafe owns and `private_data_len` is its length; both are NULL/0 when the event
+/// carries none. For MULTICAST_JOIN/ERROR, `param.ud.private_data` is the user's context
+/// pointer, untouched. `id` and `listen_id` are the application's cm_ids, as reported.
+///
+/// Ownership: borrowed from `ev`; valid while a reference to `ev` is held. Never pass it to
+/// `rdma_ack_cm_event(3)`: it is not librdmacm's memory, and the original is already acked.
+/// NULL: returns NULL. Threads: the copy is immutable; any thread holding `ev` may read it.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_cm(ev: *const cmsafe_event) -> *const rdma_cm_event {
+    guard!(std::ptr::null(), {
+        with_event(ev, "cmsafe_event_cm", std::ptr::null(), |e| {
+            e.cm() as *const rdma_cm_event
+        })
+    })
+}
+
+/// The event type, an `enum rdma_cm_event_type` value (`rdma_event_str(3)` names it).
+/// NULL: returns -1. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_type(ev: *const cmsafe_event) -> c_int {
+    guard!(-1, {
+        with_event(ev, "cmsafe_event_type", -1, |e| e.event_type() as c_int)
+    })
+}
+
+/// The event's status as librdmacm reported it (`rdma_get_cm_event(3)`): 0, a negative errno,
+/// or for REJECTED on IB/RoCE a positive IB CM reject reason; `cmsafe_event_status_kind` says
+/// which. NULL: returns 0 and sets errno to EINVAL. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_status(ev: *const cmsafe_event) -> c_int {
+    guard!(0, {
+        if ev.is_null() {
+            fail(libc::EINVAL);
+            return 0;
+        }
+        with_event(ev, "cmsafe_event_status", 0, |e| e.status())
+    })
+}
+
+/// How to read `cmsafe_event_status`: OK, ERRNO (negative errno), IB_REJECT_REASON (REJECTED on
+/// IB/RoCE: see `cmsafe_reject_reason_str`), IWARP_REJECT (REJECTED on iWARP: negative errno),
+/// or OTHER. The transport is the one the id's device had when the event was fetched.
+/// NULL: returns CMSAFE_STATUS_KIND_OTHER. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_status_kind(ev: *const cmsafe_event) -> StatusKind {
+    guard!(StatusKind::Other, {
+        with_event(ev, "cmsafe_event_status_kind", StatusKind::Other, |e| {
+            e.status_kind()
+        })
+    })
+}
+
+/// The event's cm_id: for CONNECT_REQUEST the new id librdmacm created for the connection.
+/// Owned by the application (released with `rdma_destroy_id(3)`), not by the event.
+/// NULL: returns NULL. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_id(ev: *const cmsafe_event) -> *mut rdma_cm_id {
+    guard!(std::ptr::null_mut(), {
+        with_event(ev, "cmsafe_event_id", std::ptr::null_mut(), |e| e.id())
+    })
+}
+
+/// The listen id a CONNECT_REQUEST arrived on; NULL for other events and for NULL `ev`.
+/// Owned by the application. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_listen_id(ev: *const cmsafe_event) -> *mut rdma_cm_id {
+    guard!(std::ptr::null_mut(), {
+        with_event(ev, "cmsafe_event_listen_id", std::ptr::null_mut(), |e| {
+            e.listen_id()
+        })
+    })
+}
+
+/// The event's sequence number: process-wide, strictly increasing in fetch order, starting at 1.
+/// NULL: returns 0. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_seq(ev: *const cmsafe_event) -> u64 {
+    guard!(0, { with_event(ev, "cmsafe_event_seq", 0, |e| e.seq()) })
+}
+
+/// When the event was fetched, in nanoseconds of CLOCK_MONOTONIC (clock_gettime(2)).
+/// NULL: returns 0. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_time_ns(ev: *const cmsafe_event) -> u64 {
+    guard!(0, {
+        with_event(ev, "cmsafe_event_time_ns", 0, |e| e.fetched_ns())
+    })
+}
+
+/// The id's local address as it was when the event was fetched (what `rdma_get_local_addr(3)`
+/// returned then); readable after the id is destroyed. Its family is AF_UNSPEC when the id had
+/// no address yet. The storage is a `struct sockaddr_storage`.
+///
+/// Ownership: borrowed from `ev`, valid while a reference to `ev` is held.
+/// NULL: returns NULL. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_src_addr(ev: *const cmsafe_event) -> *const libc::sockaddr {
+    guard!(std::ptr::null(), {
+        with_event(ev, "cmsafe_event_src_addr", std::ptr::null(), |e| {
+            e.src_addr() as *const libc::sockaddr_storage as *const libc::sockaddr
+        })
+    })
+}
+
+/// The id's peer address as it was when the event was fetched (`rdma_get_peer_addr(3)`);
+/// otherwise as `cmsafe_event_src_addr`.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_dst_addr(ev: *const cmsafe_event) -> *const libc::sockaddr {
+    guard!(std::ptr::null(), {
+        with_event(ev, "cmsafe_event_dst_addr", std::ptr::null(), |e| {
+            e.dst_addr() as *const libc::sockaddr_storage as *const libc::sockaddr
+        })
+    })
+}
+
+/// The event's private data buffer, or NULL when the event carries none (no private data, and
+/// always for MULTICAST_JOIN/ERROR). Its length is what the transport reported, which on IB/RoCE
+/// can exceed what the peer sent: CONNECT_REQUEST carries 56 bytes, ESTABLISHED 196, REJECTED
+/// 148, the peer's bytes first and zeros after. A NULL pointer with a nonzero length from
+/// librdmacm gives an empty buffer.
+///
+/// Ownership: borrowed from `ev`; to keep it longer than `ev`, take a reference with
+/// `cmsafe_buf_retain` (and give it back with `cmsafe_buf_release`).
+/// NULL: returns NULL. Threads: any.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_private_data(ev: *const cmsafe_event) -> *const cmsafe_buf {
+    guard!(std::ptr::null(), {
+        with_event(ev, "cmsafe_event_private_data", std::ptr::null(), |e| {
+            e.private_data()
+                .map_or(std::ptr::null(), |b| b.as_raw() as *const cmsafe_buf)
+        })
+    })
+}
+
+/// Writes one log line describing `ev` into `buf` (NUL-terminated, cut to `len` bytes like
+/// snprintf(3)): sequence number, type, status decoded, id, listen id, addresses and the private
+/// data *length*. Never the private data bytes: they often carry tokens.
+///
+/// NULL: `ev` NULL, or `buf` NULL with `len` > 0, fails with EINVAL; `buf` NULL with `len` 0
+/// only measures. Threads: any.
+///
+/// Returns the length of the whole line, without the NUL (a return >= `len` means it was cut),
+/// or -1 with errno EINVAL.
+#[no_mangle]
+pub extern "C" fn cmsafe_event_describe(
+    ev: *const cmsafe_event,
+    buf: *mut c_char,
+    len: size_t,
+) -> c_int {
+    guard!(fail(libc::EIO), {
+        if ev.is_null() || (buf.is_null() && len > 0) {
+            return fail(libc::EINVAL);
+        }
+        let line = with_event(ev, "cmsafe_event_describe", String::new(), |e| e.describe());
+        if len > 0 {
+            let n = line.len().min(len - 1);
+            // SAFETY: `buf` holds `len` writable bytes per the contract; n + 1 <= len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(line.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        line.len().min(c_int::MAX as usize) as c_int
     })
 }

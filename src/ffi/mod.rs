@@ -1,17 +1,20 @@
 //! The C ABI: `include/cmsafe.h` is generated from this module by cbindgen.
 //!
 //! Conventions, after rustls-ffi: every export is a plain `extern "C" fn` whose body runs inside
-//! [`guard!`], so no panic unwinds into C; handles are opaque; NULL is checked before any use;
-//! out parameters are written only on success.
+//! [`guard!`], so no panic unwinds into C; handles are opaque and checked (a released or foreign
+//! handle is reported and aborts rather than corrupting memory); NULL is checked before any use;
+//! out parameters are written only on success; failures return -1 (or NULL) with errno.
 
+mod buf;
 mod event;
-mod handle;
-
+mod fetch;
+mod observe;
 
 /// Runs a body so that a panic becomes the function's documented failure value instead of
 /// unwinding into C.
 macro_rules! guard {
-    ($fail:expr, $body:block) => {
+    ($fail:expr, $body:block) => {{
+        $crate::logging::init();
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
             Ok(value) => value,
             Err(_) => {
@@ -19,7 +22,7 @@ macro_rules! guard {
                 $fail
             }
         }
-    };
+    }};
 }
 pub(crate) use guard;
 
@@ -27,4 +30,16 @@ pub(crate) use guard;
 pub(crate) fn fail(errno: i32) -> libc::c_int {
     crate::errno::set(errno);
     -1
+}
+
+/// An owned, refcounted copy of one RDMA CM event (see `cmsafe_get_event`).
+#[allow(non_camel_case_types)]
+pub struct cmsafe_event {
+    _private: [u8; 0],
+}
+
+/// An immutable, refcounted private data buffer (see `cmsafe_event_private_data`).
+#[allow(non_camel_case_types)]
+pub struct cmsafe_buf {
+    _private: [u8; 0],
 }

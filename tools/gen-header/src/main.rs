@@ -27,7 +27,9 @@ fn main() -> ExitCode {
     if check {
         let committed = std::fs::read(&path).unwrap_or_default();
         if committed != fresh {
-            eprintln!("gen-header: include/cmsafe.h differs from a fresh generation: run `make header`");
+            eprintln!(
+                "gen-header: include/cmsafe.h differs from a fresh generation: run `make header`"
+            );
             return ExitCode::FAILURE;
         }
         println!("gen-header: include/cmsafe.h is up to date");

@@ -1,0 +1,137 @@
+//! Fetching events: one, one with a timeout, or a batch.
+
+use libc::c_int;
+
+use super::{cmsafe_event, fail, guard};
+use crate::channel::{fetch_batch, fetch_one, is_nonblocking, Wait};
+use crate::cm::rdma_event_channel;
+
+/// Fetches the next event from `ch`, copies everything it carries and acks the original.
+///
+/// Blocks like `rdma_get_cm_event(3)` until an event arrives; on a channel whose fd is
+/// O_NONBLOCK it fails with EAGAIN when nothing is queued. The copy holds the event type,
+/// status, `id`, `listen_id`, the `param.conn` or `param.ud` member librdmacm filled,
+/// `private_data_len` bytes of private data, the id's addresses, a sequence number and the fetch
+/// time. The original is acked with `rdma_ack_cm_event(3)` before this returns, so
+/// `rdma_destroy_id(3)` never waits on it. For MULTICAST_JOIN and MULTICAST_ERROR,
+/// `param.ud.private_data` is the context given to `rdma_join_multicast(3)`: kept as is, no bytes
+/// copied (librdmacm/cma.c).
+///
+/// Ownership: on success `*out` receives a new event holding one reference, released with
+/// `cmsafe_event_release`. `*out` is written only on success.
+///
+/// NULL: `ch` or `out` NULL fails with EINVAL.
+///
+/// Threads: any number of threads may fetch from one channel; each event is delivered to
+/// exactly one of them. Do not mix with direct `rdma_get_cm_event` calls on the same channel.
+///
+/// Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
+/// queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
+/// the event was neither acked nor dropped, and the next fetch on `ch` returns it), or the errno
+/// of `rdma_get_cm_event(3)`.
+#[no_mangle]
+pub extern "C" fn cmsafe_get_event(
+    ch: *mut rdma_event_channel,
+    out: *mut *mut cmsafe_event,
+) -> c_int {
+    guard!(fail(libc::EIO), {
+        if ch.is_null() || out.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: `ch` is not NULL and, per the contract, a live channel.
+        let nonblocking = match unsafe { is_nonblocking(ch) } {
+            Ok(nb) => nb,
+            Err(e) => return fail(e),
+        };
+        let wait = if nonblocking {
+            Wait::Millis(0)
+        } else {
+            Wait::Forever
+        };
+        // SAFETY: as above.
+        match unsafe { fetch_one(ch, wait) } {
+            Ok(event) => {
+                // SAFETY: `out` is not NULL and points to writable storage per the contract.
+                unsafe { *out = event.into_raw() as *mut cmsafe_event };
+                0
+            }
+            Err(libc::ETIMEDOUT) if nonblocking => fail(libc::EAGAIN),
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Like `cmsafe_get_event`, waiting at most `timeout_ms` milliseconds for an event.
+///
+/// `timeout_ms` < 0 waits without limit; 0 takes only an event already queued. The wait is
+/// poll(2) on the channel's fd, so its resolution is the kernel's (about a millisecond).
+///
+/// Ownership, NULL, threads: as `cmsafe_get_event`.
+///
+/// Returns 0, or -1 with errno: ETIMEDOUT (nothing arrived in time), EINTR (a signal arrived
+/// while waiting: the wait is not resumed, as librdmacm's own blocking read would not be), and
+/// the errors of `cmsafe_get_event`.
+#[no_mangle]
+pub extern "C" fn cmsafe_get_event_timeout(
+    ch: *mut rdma_event_channel,
+    out: *mut *mut cmsafe_event,
+    timeout_ms: c_int,
+) -> c_int {
+    guard!(fail(libc::EIO), {
+        if ch.is_null() || out.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: `ch` is not NULL and, per the contract, a live channel.
+        match unsafe { fetch_one(ch, Wait::from_timeout_ms(timeout_ms)) } {
+            Ok(event) => {
+                // SAFETY: `out` is not NULL and points to writable storage per the contract.
+                unsafe { *out = event.into_raw() as *mut cmsafe_event };
+                0
+            }
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Drains a channel: waits up to `timeout_ms` for a first event (< 0: no limit, 0: only what is
+/// queued), then takes every event already queued, up to `max`, without waiting again.
+///
+/// Ownership: `evs[0 .. return value]` receive new events, one reference each, released with
+/// `cmsafe_event_release`; the rest of `evs` is left untouched.
+///
+/// NULL: `ch` or `evs` NULL fails with EINVAL.
+///
+/// Threads: as `cmsafe_get_event`; batches taken concurrently from one channel never share an
+/// event.
+///
+/// Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
+/// (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before
+/// the first event. An error after the first event ends the batch; the next call reports it (an
+/// event that could not be copied is kept, unacked, for that call).
+#[no_mangle]
+pub extern "C" fn cmsafe_get_events(
+    ch: *mut rdma_event_channel,
+    evs: *mut *mut cmsafe_event,
+    max: usize,
+    timeout_ms: c_int,
+) -> c_int {
+    guard!(fail(libc::EIO), {
+        if ch.is_null() || evs.is_null() || max == 0 {
+            return fail(libc::EINVAL);
+        }
+        let max = max.min(c_int::MAX as usize);
+        let mut n = 0usize;
+        // SAFETY: `ch` is a live channel and `evs` holds `max` writable entries, per the
+        // contract; `n` stays below `max`.
+        let result = unsafe {
+            fetch_batch(ch, max, Wait::from_timeout_ms(timeout_ms), |event| {
+                *evs.add(n) = event.into_raw() as *mut cmsafe_event;
+                n += 1;
+            })
+        };
+        match result {
+            Ok(count) => count as c_int,
+            Err(e) => fail(e),
+        }
+    })
+}

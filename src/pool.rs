@@ -1,0 +1,254 @@
+//! Refcounted values in fixed-size slots, carved out of one reserved address range per pool.
+//!
+//! Why not `Arc`: a C handle must be checkable. Every handle cmsafe returns lies in its pool's
+//! range at a slot boundary, and a slot's magic word says whether it is live, so `_release` of a
+//! handle already released, or of a pointer cmsafe never returned, is reported instead of
+//! corrupting memory. Freed slots wait in a FIFO quarantine before reuse, which keeps a stale
+//! handle detectable for as long as possible. Slots are recycled, so the steady state allocates
+//! nothing, and a failed allocation is an error (ENOMEM), never an abort.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::mem::{size_of, MaybeUninit};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use once_cell::sync::OnceCell;
+
+use crate::fault;
+use crate::stats::COUNTERS;
+
+/// Address space reserved per pool (committed as it is used).
+const RESERVE_BYTES: usize = 1 << 30;
+/// Committed at a time.
+const COMMIT_BYTES: usize = 64 << 10;
+/// Freed slots that must be waiting before one is reused.
+const QUARANTINE: usize = 64;
+const MAGIC_FREE: u32 = 0xdead_f4ee;
+
+#[repr(C)]
+pub(crate) struct Slot<T> {
+    magic: AtomicU32,
+    refs: AtomicU32,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// Allocation failed (really, or injected by a test).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocError;
+
+struct Arena {
+    base: usize,
+    /// Bytes committed; slots below `committed / slot size` exist.
+    committed: AtomicUsize,
+}
+
+struct FreeList {
+    free: VecDeque<u32>,
+}
+
+pub(crate) struct Pool<T> {
+    /// What a handle of this pool is called in error reports.
+    what: &'static str,
+    /// The magic word of a live slot: distinct per pool, so one kind of handle passed for
+    /// another is caught.
+    magic_live: u32,
+    arena: OnceCell<Arena>,
+    free: Mutex<FreeList>,
+    live: AtomicU64,
+    _values: PhantomData<T>,
+}
+
+// SAFETY: values are only reached through refcounted slots; T itself must be Send + Sync.
+unsafe impl<T: Send + Sync> Sync for Pool<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Send for Pool<T> {}
+
+impl<T> Pool<T> {
+    pub(crate) const fn new(what: &'static str, magic_live: u32) -> Self {
+        Pool {
+            what,
+            magic_live,
+            arena: OnceCell::new(),
+            free: Mutex::new(FreeList {
+                free: VecDeque::new(),
+            }),
+            live: AtomicU64::new(0),
+            _values: PhantomData,
+        }
+    }
+
+    const SLOT: usize = size_of::<Slot<T>>();
+
+    pub(crate) fn live(&self) -> u64 {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    fn arena(&self) -> Result<&Arena, AllocError> {
+        self.arena.get_or_try_init(|| {
+            // SAFETY: an anonymous PROT_NONE reservation; no memory is touched.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    RESERVE_BYTES,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(AllocError);
+            }
+            Ok(Arena {
+                base: base as usize,
+                committed: AtomicUsize::new(0),
+            })
+        })
+    }
+
+    /// Commits the next range of the arena and queues its slots. Called with the free list held.
+    fn grow(&self, arena: &Arena, list: &mut FreeList) -> Result<(), AllocError> {
+        let old = arena.committed.load(Ordering::Relaxed);
+        let new = old + COMMIT_BYTES.max(Self::SLOT.next_multiple_of(4096));
+        if new > RESERVE_BYTES {
+            return Err(AllocError);
+        }
+        let (first, last) = (old / Self::SLOT, new / Self::SLOT);
+        // Room for every slot that will exist, so `release` never allocates.
+        let want = last.saturating_sub(list.free.len());
+        list.free.try_reserve(want).map_err(|_| AllocError)?;
+        // SAFETY: [base+old, base+new) lies inside our reservation.
+        let rc = unsafe {
+            libc::mprotect(
+                (arena.base + old) as *mut libc::c_void,
+                new - old,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
+            return Err(AllocError);
+        }
+        // Published before the slots can be handed out, so `check` sees them.
+        arena.committed.store(new, Ordering::Release);
+        list.free.extend((first..last).map(|i| i as u32));
+        Ok(())
+    }
+
+    /// A new slot holding `value` with one reference.
+    pub(crate) fn alloc(&self, value: T) -> Result<NonNull<Slot<T>>, AllocError> {
+        if fault::should_fail() {
+            COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(AllocError);
+        }
+        let index = self.take_index().inspect_err(|_| {
+            COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let arena = self
+            .arena
+            .get()
+            .expect("arena exists once an index was taken");
+        let slot = (arena.base + index as usize * Self::SLOT) as *mut Slot<T>;
+        // SAFETY: the slot is committed, aligned (base is page-aligned and the slot size is a
+        // multiple of its alignment) and ours alone: it just left the free list.
+        unsafe {
+            (*slot).value.get().write(MaybeUninit::new(value));
+            (*slot).refs.store(1, Ordering::Relaxed);
+            (*slot).magic.store(self.magic_live, Ordering::Release);
+        }
+        self.live.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: not null: inside the arena.
+        Ok(unsafe { NonNull::new_unchecked(slot) })
+    }
+
+    fn take_index(&self) -> Result<u32, AllocError> {
+        let arena = self.arena()?;
+        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if list.free.len() <= QUARANTINE {
+            // Growing keeps recently freed slots in quarantine; when it fails, reuse them.
+            if self.grow(arena, &mut list).is_err() && list.free.is_empty() {
+                return Err(AllocError);
+            }
+        }
+        list.free.pop_front().ok_or(AllocError)
+    }
+
+    /// Whether `ptr` is a slot of this pool, and the slot; no claim about its liveness.
+    fn slot_of(&self, ptr: *const u8) -> Option<&Slot<T>> {
+        let arena = self.arena.get()?;
+        let offset = (ptr as usize).checked_sub(arena.base)?;
+        if offset % Self::SLOT != 0 || offset + Self::SLOT > arena.committed.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        // SAFETY: a committed, aligned slot of our arena; its header is always initialized
+        // (zero before first use, then magic/refs).
+        Some(unsafe { &*(ptr as *const Slot<T>) })
+    }
+
+    /// The live slot behind a handle from C; reports and aborts on anything else.
+    pub(crate) fn check(&self, ptr: *const u8, op: &str) -> &Slot<T> {
+        let Some(slot) = self.slot_of(ptr) else {
+            misuse(format_args!(
+                "{op}({ptr:p}): not a {} cmsafe returned",
+                self.what
+            ))
+        };
+        match slot.magic.load(Ordering::Acquire) {
+            m if m == self.magic_live => slot,
+            MAGIC_FREE => misuse(format_args!(
+                "{op}({ptr:p}): this {} was already released (double release or use after release)",
+                self.what
+            )),
+            _ => misuse(format_args!(
+                "{op}({ptr:p}): not a {} cmsafe returned",
+                self.what
+            )),
+        }
+    }
+
+    /// The value of a live slot.
+    pub(crate) fn value<'a>(&self, slot: &'a Slot<T>) -> &'a T {
+        // SAFETY: a live slot holds an initialized value that only its last release drops.
+        unsafe { (*slot.value.get()).assume_init_ref() }
+    }
+
+    pub(crate) fn retain(&self, slot: &Slot<T>) {
+        slot.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives one reference back; the last one drops the value and queues the slot.
+    pub(crate) fn release(&self, slot: &Slot<T>, op: &str) {
+        let before = slot.refs.fetch_sub(1, Ordering::Release);
+        if before == 0 {
+            misuse(format_args!(
+                "{op}({:p}): this {} has no reference left (released more often than retained)",
+                slot as *const Slot<T>, self.what
+            ));
+        }
+        if before != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: the last reference: nobody else can reach the value.
+        unsafe { (*slot.value.get()).assume_init_drop() };
+        slot.magic.store(MAGIC_FREE, Ordering::Release);
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        let arena = self.arena.get().expect("a live slot has an arena");
+        let index = ((slot as *const Slot<T> as usize) - arena.base) / Self::SLOT;
+        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        // Capacity for every committed slot was reserved in `grow`: this never allocates.
+        list.free.push_back(index as u32);
+    }
+}
+
+/// A misuse that would corrupt memory if cmsafe went on: report it and abort.
+#[cold]
+fn misuse(what: std::fmt::Arguments<'_>) -> ! {
+    log::error!("cmsafe: {what}; aborting");
+    // The log may be routed to a callback that drops it: say it on stderr too.
+    eprintln!("cmsafe: {what}; aborting");
+    std::process::abort()
+}
