@@ -50,7 +50,13 @@ $(CTESTS)/%: examples/%.c include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< $(CTEST_LIBS)
 
-c-tests: $(C_TEST_BINS)
+# The Rust API's real-stack tests, built here and run in the guest (cargo itself stays outside).
+$(CTESTS)/real_stack: build
+	@mkdir -p $(CTESTS)
+	exe=$$($(CARGO) test --$(PROFILE) --locked --test real_stack --no-run --message-format=json \
+	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
+
+c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack
 
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
