@@ -252,3 +252,55 @@ fn misuse(what: std::fmt::Arguments<'_>) -> ! {
     eprintln!("cmsafe: {what}; aborting");
     std::process::abort()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static POOL: Pool<[u64; 4]> = Pool::new("test value", 0x7e57_0001);
+
+    fn ptr(slot: NonNull<Slot<[u64; 4]>>) -> *const u8 {
+        slot.as_ptr() as *const u8
+    }
+
+    #[test]
+    fn values_live_until_the_last_reference() {
+        let base = POOL.live();
+        let a = POOL.alloc([1, 2, 3, 4]).unwrap();
+        let slot = POOL.check(ptr(a), "test");
+        assert_eq!(POOL.value(slot), &[1, 2, 3, 4]);
+        POOL.retain(slot);
+        POOL.release(slot, "test");
+        assert_eq!(POOL.live(), base + 1, "one reference left");
+        assert_eq!(POOL.value(POOL.check(ptr(a), "test")), &[1, 2, 3, 4]);
+        POOL.release(slot, "test");
+        assert_eq!(POOL.live(), base);
+        // The released slot is known as such, not mistaken for live.
+        assert_eq!(slot.magic.load(Ordering::Relaxed), MAGIC_FREE);
+    }
+
+    #[test]
+    fn freed_slots_wait_in_quarantine_before_reuse() {
+        let first = POOL.alloc([9; 4]).unwrap();
+        POOL.release(POOL.check(ptr(first), "test"), "test");
+        let mut later = Vec::new();
+        for _ in 0..QUARANTINE {
+            let s = POOL.alloc([0; 4]).unwrap();
+            assert_ne!(s, first, "a freed slot came back within the quarantine");
+            later.push(s);
+        }
+        for s in later {
+            POOL.release(POOL.check(ptr(s), "test"), "test");
+        }
+    }
+
+    #[test]
+    fn pointers_outside_the_pool_are_not_slots() {
+        let s = POOL.alloc([0; 4]).unwrap();
+        let local = 5u64;
+        assert!(POOL.slot_of(&local as *const u64 as *const u8).is_none());
+        assert!(POOL.slot_of(ptr(s).wrapping_add(8)).is_none(), "not at a slot boundary");
+        assert!(POOL.slot_of(ptr(s)).is_some());
+        POOL.release(POOL.check(ptr(s), "test"), "test");
+    }
+}
