@@ -16,9 +16,11 @@
 
 pub mod channel;
 pub mod cm;
+#[cfg(feature = "capi")]
 mod errno;
 pub mod event;
 pub mod fault;
+#[cfg(feature = "capi")]
 mod ffi;
 pub mod logging;
 mod pool;

@@ -176,6 +176,7 @@ impl<T> Pool<T> {
     }
 
     /// Whether `ptr` is a slot of this pool, and the slot; no claim about its liveness.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     fn slot_of(&self, ptr: *const u8) -> Option<&Slot<T>> {
         let arena = self.arena.get()?;
         let offset = (ptr as usize).checked_sub(arena.base)?;
@@ -189,6 +190,7 @@ impl<T> Pool<T> {
     }
 
     /// The live slot behind a handle from C; reports and aborts on anything else.
+    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     pub(crate) fn check(&self, ptr: *const u8, op: &str) -> &Slot<T> {
         let Some(slot) = self.slot_of(ptr) else {
             misuse(format_args!(
@@ -299,7 +301,10 @@ mod tests {
         let s = POOL.alloc([0; 4]).unwrap();
         let local = 5u64;
         assert!(POOL.slot_of(&local as *const u64 as *const u8).is_none());
-        assert!(POOL.slot_of(ptr(s).wrapping_add(8)).is_none(), "not at a slot boundary");
+        assert!(
+            POOL.slot_of(ptr(s).wrapping_add(8)).is_none(),
+            "not at a slot boundary"
+        );
         assert!(POOL.slot_of(ptr(s)).is_some());
         POOL.release(POOL.check(ptr(s), "test"), "test");
     }

@@ -111,6 +111,16 @@ impl Event {
         Ok(Event(event))
     }
 
+    /// Copies an event obtained from librdmacm by other means (the LD_PRELOAD library gets
+    /// them from the real `rdma_get_cm_event`). `raw` is left as it is: the caller acks it.
+    ///
+    /// # Safety
+    /// `raw` is a valid, unacked event from `rdma_get_cm_event`.
+    pub unsafe fn copy_from_raw(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::copy_of(raw) }
+    }
+
     fn data(&self) -> &EventData {
         // SAFETY: we hold a reference, so the slot is live.
         EVENTS.value(unsafe { self.0.as_ref() })
@@ -186,6 +196,7 @@ impl Event {
     }
 
     /// The handle C sees; it carries the reference this value held.
+    #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
         let ptr = self.0.as_ptr() as *const u8;
         std::mem::forget(self);
@@ -193,11 +204,13 @@ impl Event {
     }
 
     /// Takes over the reference a C handle carries, after checking the handle.
+    #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
         Event(NonNull::from(EVENTS.check(ptr, op)))
     }
 
     /// Borrows a C handle without taking its reference.
+    #[cfg(feature = "capi")]
     pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
         let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
         f(&borrowed)

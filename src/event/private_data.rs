@@ -57,22 +57,26 @@ impl PrivateData {
     }
 
     /// The handle C sees; it carries the reference this value held.
+    #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
         let ptr = self.0.as_ptr() as *const u8;
         std::mem::forget(self);
         ptr
     }
 
+    #[cfg(feature = "capi")]
     pub(crate) fn as_raw(&self) -> *const u8 {
         self.0.as_ptr() as *const u8
     }
 
     /// Takes over the reference a C handle carries, after checking the handle.
+    #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
         PrivateData(NonNull::from(BUFS.check(ptr, op)))
     }
 
     /// Borrows a C handle without taking its reference.
+    #[cfg(feature = "capi")]
     pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
         let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
         f(&borrowed)

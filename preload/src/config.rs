@@ -1,0 +1,67 @@
+//! Settings, read once from the environment. Under setuid/setgid, secure_getenv(3) hides them
+//! and the defaults apply.
+
+use std::ffi::{CStr, CString};
+
+use once_cell::sync::Lazy;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Report misuse; behave exactly as without the preload.
+    Audit,
+    /// Ack at once, hand out copies that outlive the program's ack; report misuse.
+    Safe,
+    /// Pass every call through untouched.
+    Off,
+}
+
+pub struct Config {
+    pub mode: Mode,
+    /// CMSAFE_REPORT, `%p` not yet replaced.
+    pub report: Option<String>,
+    pub late_ack_ns: u64,
+}
+
+extern "C" {
+    // glibc; the libc crate does not bind it.
+    fn secure_getenv(name: *const libc::c_char) -> *mut libc::c_char;
+}
+
+fn var(name: &CStr) -> Option<String> {
+    // SAFETY: a valid C string; the result is NULL or a NUL-terminated string from environ.
+    let p = unsafe { secure_getenv(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL, NUL-terminated.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+pub static CONFIG: Lazy<Config> = Lazy::new(|| {
+    let mode = match var(c"CMSAFE_MODE").as_deref().map(str::trim) {
+        Some("safe") => Mode::Safe,
+        Some("off") => Mode::Off,
+        Some("audit") | Some("") | None => Mode::Audit,
+        Some(other) => {
+            eprintln!("==cmsafe== CMSAFE_MODE={other:?} is not audit, safe or off: using audit");
+            Mode::Audit
+        }
+    };
+    let late_ms = var(c"CMSAFE_LATE_ACK_MS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(1000);
+    if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe::logging::parse_level(&v)) {
+        cmsafe::logging::set_level(level);
+    }
+    Config {
+        mode,
+        report: var(c"CMSAFE_REPORT").filter(|s| !s.is_empty()),
+        late_ack_ns: late_ms.saturating_mul(1_000_000),
+    }
+});
+
+/// The report path for this process: `%p` becomes the pid.
+pub fn report_path(template: &str) -> CString {
+    let path = template.replace("%p", &std::process::id().to_string());
+    CString::new(path).unwrap_or_default()
+}

@@ -1,0 +1,61 @@
+//! The misuses the preload names.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    UseAfterAck,
+    NeverAcked,
+    DoubleAck,
+    ForeignAck,
+    DestroyWithUnacked,
+    DestroyInOwnHandler,
+    MigrateWithUnacked,
+    ChannelDestroyWithUnacked,
+    LateAck,
+    QpDestroyBeforeAck,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::UseAfterAck => "use-after-ack",
+            Kind::NeverAcked => "never-acked",
+            Kind::DoubleAck => "double-ack",
+            Kind::ForeignAck => "foreign-ack",
+            Kind::DestroyWithUnacked => "destroy-with-unacked",
+            Kind::DestroyInOwnHandler => "destroy-in-own-handler",
+            Kind::MigrateWithUnacked => "migrate-with-unacked",
+            Kind::ChannelDestroyWithUnacked => "channel-destroy-with-unacked",
+            Kind::LateAck => "late-ack",
+            Kind::QpDestroyBeforeAck => "qp-destroy-before-ack",
+        }
+    }
+}
+
+/// One finding: the event it is about (seq 0 when none, e.g. a foreign ack), the thread that
+/// misused it, where, and a sentence for people.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub kind: Kind,
+    pub seq: u64,
+    pub event_type: &'static str,
+    pub id: usize,
+    pub thread: i32,
+    pub place: String,
+    pub message: String,
+}
+
+impl Finding {
+    /// The line printed on stderr (and the summary's example).
+    pub fn line(&self) -> String {
+        format!(
+            "{}: seq={} type={} id={:#x} thread={} at {}: {}",
+            self.kind.name(),
+            self.seq,
+            self.event_type,
+            self.id,
+            self.thread,
+            self.place,
+            self.message
+        )
+    }
+}

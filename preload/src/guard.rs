@@ -1,0 +1,388 @@
+//! Audit mode's copies on guarded pages. Each event handed to the program lives on a page of
+//! its own, with its private data; at the program's ack the page becomes inaccessible, so a later
+//! read faults. The SIGSEGV handler recognizes our pages, records a use-after-ack, makes the page
+//! readable again and lets the program go on (it reads the right bytes: the copy is intact).
+//! Faults elsewhere go to the handler that was installed before ours.
+//!
+//! Acked pages wait in quarantine (FIFO, managed by the tracker) before reuse: a read of a page
+//! that was reused for a newer event cannot be told from a legitimate one.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use cmsafe::cm::{rdma_cm_event, rdma_cm_event_type};
+use cmsafe::event::{param_kind, ParamKind};
+
+const PAGE: usize = 4096;
+/// Pages reserved (256 MiB of address space; committed as used).
+pub const PAGES: usize = 65536;
+/// Where a copy's private data starts in its page (after the 80-byte rdma_cm_event).
+const PDATA_OFFSET: usize = 128;
+
+const FREE: u8 = 0;
+const LIVE: u8 = 1;
+const ACKED: u8 = 2;
+
+static BASE: AtomicUsize = AtomicUsize::new(0);
+// Read by the signal handler: plain atomics, no locks.
+static STATE: [AtomicU8; PAGES] = [const { AtomicU8::new(FREE) }; PAGES];
+static SEQ: [AtomicU64; PAGES] = [const { AtomicU64::new(0) }; PAGES];
+static TYPE: [AtomicU32; PAGES] = [const { AtomicU32::new(0) }; PAGES];
+
+struct Pages {
+    free: Vec<u32>,
+    never_used: u32,
+}
+static PAGES_LIST: Mutex<Pages> = Mutex::new(Pages {
+    free: Vec::new(),
+    never_used: 0,
+});
+
+fn base() -> Option<usize> {
+    let b = BASE.load(Ordering::Acquire);
+    if b != 0 {
+        return Some(b);
+    }
+    // SAFETY: an anonymous PROT_NONE reservation.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGES * PAGE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            install_handler();
+            Some(p as usize)
+        }
+        Err(other) => {
+            // Another thread won the race: give ours back.
+            // SAFETY: our own fresh mapping.
+            unsafe { libc::munmap(p, PAGES * PAGE) };
+            Some(other)
+        }
+    }
+}
+
+fn protect(page: u32, prot: i32) -> bool {
+    let Some(b) = base() else { return false };
+    // SAFETY: a page of our reservation.
+    unsafe { libc::mprotect((b + page as usize * PAGE) as *mut libc::c_void, PAGE, prot) == 0 }
+}
+
+/// Copies `raw` onto a fresh page: the event, and its private data (unless it is a multicast
+/// context). Returns the page and the copy, or None when no page can be had.
+///
+/// # Safety
+/// `raw` is a valid, unacked event from librdmacm.
+pub unsafe fn copy_to_page(
+    raw: *const rdma_cm_event,
+    seq: u64,
+) -> Option<(u32, *mut rdma_cm_event)> {
+    let b = base()?;
+    let page = {
+        let mut list = PAGES_LIST.lock().unwrap_or_else(|e| e.into_inner());
+        match list.free.pop() {
+            Some(p) => p,
+            None if (list.never_used as usize) < PAGES => {
+                list.never_used += 1;
+                list.never_used - 1
+            }
+            None => return None,
+        }
+    };
+    if !protect(page, libc::PROT_READ | libc::PROT_WRITE) {
+        PAGES_LIST
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .free
+            .push(page);
+        return None;
+    }
+    let at = b + page as usize * PAGE;
+    let copy = at as *mut rdma_cm_event;
+    // SAFETY: the page is ours and writable; `raw` is valid (caller); the struct is plain data.
+    unsafe {
+        std::ptr::copy_nonoverlapping(raw, copy, 1);
+        let qp_type = if (*raw).id.is_null() {
+            0
+        } else {
+            (*(*raw).id).qp_type
+        };
+        let kind = param_kind((*raw).event, qp_type);
+        let (src, len) = match kind {
+            ParamKind::Conn => (
+                (*raw).param.conn.private_data,
+                (*raw).param.conn.private_data_len,
+            ),
+            ParamKind::Ud => (
+                (*raw).param.ud.private_data,
+                (*raw).param.ud.private_data_len,
+            ),
+            ParamKind::MulticastContext => (std::ptr::null(), 0),
+        };
+        if !src.is_null() && len > 0 {
+            let dst = (at + PDATA_OFFSET) as *mut u8;
+            std::ptr::copy_nonoverlapping(src as *const u8, dst, len as usize);
+            match kind {
+                ParamKind::Ud => (*copy).param.ud.private_data = dst as *const libc::c_void,
+                _ => (*copy).param.conn.private_data = dst as *const libc::c_void,
+            }
+        }
+    }
+    SEQ[page as usize].store(seq, Ordering::Relaxed);
+    // SAFETY: `raw` is valid.
+    TYPE[page as usize].store(unsafe { (*raw).event }, Ordering::Relaxed);
+    STATE[page as usize].store(LIVE, Ordering::Release);
+    Some((page, copy))
+}
+
+/// The program acked the event on `page`: from now on, touching it faults.
+pub fn seal(page: u32) {
+    STATE[page as usize].store(ACKED, Ordering::Release);
+    protect(page, libc::PROT_NONE);
+}
+
+/// The page left quarantine: it may hold another event. It stays inaccessible until then.
+pub fn recycle(page: u32) {
+    protect(page, libc::PROT_NONE);
+    STATE[page as usize].store(FREE, Ordering::Release);
+    PAGES_LIST
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .free
+        .push(page);
+}
+
+// --- faults ---------------------------------------------------------------------------------
+
+/// A use-after-ack seen by the signal handler, waiting to be turned into a finding.
+#[derive(Clone, Copy, Debug)]
+pub struct Fault {
+    pub seq: u64,
+    pub event_type: u32,
+    pub code_addr: usize,
+    pub data_addr: usize,
+    pub thread: i32,
+}
+
+const RING: usize = 256;
+static RING_SEQ: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
+static RING_TYPE: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
+static RING_CODE: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
+static RING_DATA: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
+static RING_THREAD: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
+static RING_HEAD: AtomicUsize = AtomicUsize::new(0);
+static RING_TAIL: AtomicUsize = AtomicUsize::new(0);
+
+/// The faults recorded since the last call.
+pub fn drain_faults() -> Vec<Fault> {
+    let head = RING_HEAD.load(Ordering::Acquire);
+    let mut tail = RING_TAIL.load(Ordering::Relaxed);
+    let mut out = Vec::new();
+    while tail < head {
+        let i = tail % RING;
+        out.push(Fault {
+            seq: RING_SEQ[i].load(Ordering::Relaxed),
+            event_type: RING_TYPE[i].load(Ordering::Relaxed),
+            code_addr: RING_CODE[i].load(Ordering::Relaxed),
+            data_addr: RING_DATA[i].load(Ordering::Relaxed),
+            thread: RING_THREAD[i].load(Ordering::Relaxed) as i32,
+        });
+        tail += 1;
+    }
+    RING_TAIL.store(tail, Ordering::Relaxed);
+    out
+}
+
+static mut PREVIOUS: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
+
+fn install_handler() {
+    // SAFETY: all-zero is a valid sigaction; sigaction(2) with valid pointers. PREVIOUS is written
+    // once here, before our handler can run (sigaction publishes it to the kernel after).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_segv as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(
+            libc::SIGSEGV,
+            &sa,
+            std::ptr::addr_of_mut!(PREVIOUS).cast::<libc::sigaction>(),
+        );
+    }
+}
+
+extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // Async-signal-safe only from here on: atomics, mprotect, write.
+    let saved_errno = errno();
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let b = BASE.load(Ordering::Acquire);
+    if b != 0 && addr >= b && addr < b + PAGES * PAGE {
+        let page = (addr - b) / PAGE;
+        if STATE[page].load(Ordering::Acquire) != LIVE && SEQ[page].load(Ordering::Relaxed) != 0 {
+            record_fault(page, addr, code_addr(ctx));
+            // SAFETY: a page of our reservation; mprotect is async-signal-safe on Linux.
+            unsafe {
+                libc::mprotect(
+                    (b + page * PAGE) as *mut libc::c_void,
+                    PAGE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            set_errno(saved_errno);
+            return;
+        }
+    }
+    chain(sig, info, ctx);
+    set_errno(saved_errno);
+}
+
+fn record_fault(page: usize, data_addr: usize, code: usize) {
+    let i = RING_HEAD.load(Ordering::Relaxed);
+    let seq = SEQ[page].load(Ordering::Relaxed);
+    let ty = TYPE[page].load(Ordering::Relaxed);
+    // SAFETY: gettid is async-signal-safe.
+    let tid = unsafe { libc::gettid() };
+    if i - RING_TAIL.load(Ordering::Relaxed) < RING {
+        let s = i % RING;
+        RING_SEQ[s].store(seq, Ordering::Relaxed);
+        RING_TYPE[s].store(ty, Ordering::Relaxed);
+        RING_CODE[s].store(code, Ordering::Relaxed);
+        RING_DATA[s].store(data_addr, Ordering::Relaxed);
+        RING_THREAD[s].store(tid as u32, Ordering::Relaxed);
+        RING_HEAD.store(i + 1, Ordering::Release);
+    }
+    // Said at once: the program may crash for other reasons before the report is written.
+    let mut line = SignalLine::new();
+    line.push(b"==cmsafe== use-after-ack: seq=");
+    line.push_dec(seq);
+    line.push(b" type=");
+    line.push(cmsafe::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
+    line.push(b" thread=");
+    line.push_dec(tid as u64);
+    line.push(b": read of the event at ");
+    line.push_hex(data_addr as u64);
+    line.push(b" after its rdma_ack_cm_event, by code at ");
+    line.push_hex(code as u64);
+    line.push(b"\n");
+    line.write_stderr();
+}
+
+#[cfg(target_arch = "x86_64")]
+fn code_addr(ctx: *mut libc::c_void) -> usize {
+    if ctx.is_null() {
+        return 0;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext.
+    unsafe {
+        (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn code_addr(_ctx: *mut libc::c_void) -> usize {
+    0
+}
+
+/// Hands a fault that is not ours to the handler installed before ours.
+fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: PREVIOUS was written before our handler was installed and is never written again.
+    let prev = unsafe { std::ptr::addr_of!(PREVIOUS).read().assume_init() };
+    let handler = prev.sa_sigaction;
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        // Restore the default action; returning re-runs the faulting access, which now
+        // terminates the process as it would have without us.
+        // SAFETY: sigaction(2) with a valid pointer.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
+        }
+        return;
+    }
+    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the program registered this function as an SA_SIGINFO handler.
+        let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(handler) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the program registered this function as a plain handler.
+        let f: extern "C" fn(i32) = unsafe { std::mem::transmute(handler) };
+        f(sig);
+    }
+}
+
+fn errno() -> i32 {
+    // SAFETY: the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(v: i32) {
+    // SAFETY: the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// A line built without allocating, for the signal handler.
+struct SignalLine {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl SignalLine {
+    fn new() -> Self {
+        SignalLine {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+    }
+
+    fn push_dec(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..]);
+    }
+
+    fn push_hex(&mut self, mut v: u64) {
+        let mut digits = [0u8; 16];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b"0123456789abcdef"[(v & 15) as usize];
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(b"0x");
+        self.push(&digits[i..]);
+    }
+
+    fn write_stderr(&self) {
+        // SAFETY: write(2) of our own buffer; async-signal-safe.
+        unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
+    }
+}

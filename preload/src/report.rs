@@ -1,0 +1,181 @@
+//! What the preload says: a line on stderr per finding as it happens, a summary at exit, and with
+//! CMSAFE_REPORT one JSON object per line for every event and finding. Never private data bytes:
+//! lengths only.
+
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::io::Write;
+
+use crate::findings::Finding;
+use crate::track::Record;
+
+/// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
+pub struct ReportFile {
+    path: Option<CString>,
+    file: Option<std::fs::File>,
+    failed: bool,
+}
+
+impl ReportFile {
+    pub const fn none() -> Self {
+        ReportFile {
+            path: None,
+            file: None,
+            failed: false,
+        }
+    }
+
+    pub fn new(path: CString) -> Self {
+        ReportFile {
+            path: Some(path),
+            file: None,
+            failed: false,
+        }
+    }
+
+    fn file(&mut self) -> Option<&mut std::fs::File> {
+        if self.file.is_none() && !self.failed {
+            let path = self.path.as_ref()?;
+            // SAFETY: a valid C string; flags and mode as documented in open(2).
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY
+                        | libc::O_CREAT
+                        | libc::O_TRUNC
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd < 0 {
+                self.failed = true;
+                eprintln!(
+                    "==cmsafe== cannot write the report {}: {}",
+                    path.to_string_lossy(),
+                    std::io::Error::last_os_error()
+                );
+                return None;
+            }
+            use std::os::fd::FromRawFd;
+            // SAFETY: a fresh descriptor we own.
+            self.file = Some(unsafe { std::fs::File::from_raw_fd(fd) });
+        }
+        self.file.as_mut()
+    }
+
+    fn write_line(&mut self, line: &str) {
+        if let Some(f) = self.file() {
+            // One write per line, so a report cut short by a crash or hang is still whole lines.
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+
+    pub fn event(&mut self, r: &Record) {
+        if self.path.is_none() {
+            return;
+        }
+        let line = format!(
+            "{{\"record\":\"event\",\"seq\":{},\"type\":\"{}\",\"status\":{},\"id\":\"{:#x}\",\"thread\":{},\"get_ns\":{},\"ack_ns\":{},\"private_data_len\":{},\"internal\":{}}}",
+            r.seq,
+            r.type_name(),
+            r.status,
+            r.id,
+            r.thread,
+            r.get_ns,
+            if r.ack_ns == 0 { "null".to_string() } else { r.ack_ns.to_string() },
+            r.pd_len,
+            r.internal
+        );
+        self.write_line(&line);
+    }
+
+    pub fn finding(&mut self, f: &Finding) {
+        if self.path.is_none() {
+            return;
+        }
+        let line = format!(
+            "{{\"record\":\"finding\",\"finding\":\"{}\",\"seq\":{},\"type\":\"{}\",\"id\":\"{:#x}\",\"thread\":{},\"where\":{},\"message\":{}}}",
+            f.kind.name(),
+            f.seq,
+            f.event_type,
+            f.id,
+            f.thread,
+            json_string(&f.place),
+            json_string(&f.message)
+        );
+        self.write_line(&line);
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A finding, said on stderr at once.
+pub fn say(f: &Finding) {
+    eprintln!("==cmsafe== {}", f.line());
+}
+
+/// The exit summary.
+pub fn summary(
+    mode: &str,
+    events: u64,
+    by_type: &[(String, u64)],
+    held_ns: &mut [u64],
+    findings: &[Finding],
+) -> String {
+    let mut s = String::new();
+    let pid = std::process::id();
+    let _ = writeln!(
+        s,
+        "==cmsafe== summary: pid {pid}, mode {mode}, {events} events, {} findings",
+        findings.len()
+    );
+    if !by_type.is_empty() {
+        let list: Vec<String> = by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        let _ = writeln!(s, "==cmsafe==   events by type: {}", list.join(", "));
+    }
+    if !held_ns.is_empty() {
+        held_ns.sort_unstable();
+        let median = held_ns[held_ns.len() / 2];
+        let max = held_ns[held_ns.len() - 1];
+        let _ = writeln!(
+            s,
+            "==cmsafe==   held before ack: median {:.3} ms, max {:.3} ms ({} acked)",
+            median as f64 / 1e6,
+            max as f64 / 1e6,
+            held_ns.len()
+        );
+    }
+    let mut kinds: Vec<_> = findings.iter().map(|f| f.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    for k in kinds {
+        let n = findings.iter().filter(|f| f.kind == k).count();
+        let first = findings
+            .iter()
+            .find(|f| f.kind == k)
+            .expect("counted above");
+        let _ = writeln!(
+            s,
+            "==cmsafe==   {}: {n} (first: {})",
+            k.name(),
+            first.line()
+        );
+    }
+    s
+}

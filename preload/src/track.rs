@@ -1,0 +1,572 @@
+//! The events the program holds and has acked, and the judgments made from them.
+//!
+//! Every handed-out event is a `Record` keyed by the pointer the program got. The tracker never
+//! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
+//! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
+
+use std::collections::{HashMap, VecDeque};
+
+use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
+use cmsafe::Event;
+
+use crate::config::{Config, Mode, CONFIG};
+use crate::findings::{Finding, Kind};
+use crate::report::{self, ReportFile};
+use crate::sync::ForkSafeMutex;
+use crate::{guard, whereis};
+
+/// What stands behind the pointer the program got.
+pub enum Holder {
+    /// librdmacm's own event (no copy could be made): acked when the program acks.
+    Raw(usize),
+    /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
+    Guarded { page: u32, raw: usize },
+    /// Safe: cmsafe's copy (held here: the program reads it through the handed-out pointer);
+    /// librdmacm's event was acked at once.
+    Safe(#[allow(dead_code)] Event),
+}
+
+pub struct Record {
+    pub seq: u64,
+    pub event_type: u32,
+    pub status: i32,
+    pub id: usize,
+    /// The id whose rdma_destroy_id waits for this event: the listen id for CONNECT_REQUEST.
+    pub owner: usize,
+    pub channel: usize,
+    pub thread: i32,
+    pub get_ns: u64,
+    pub ack_ns: u64,
+    pub pd_len: u8,
+    /// Got by librdmacm for itself (synchronous ids, rsockets): librdmacm acks it.
+    pub internal: bool,
+    /// Already named in a finding; not reported again as never-acked.
+    pub reported: bool,
+    pub holder: Holder,
+}
+
+impl Record {
+    pub fn type_name(&self) -> &'static str {
+        event_type_name(self.event_type)
+    }
+}
+
+/// Acked copies kept for double-ack detection and (safe mode) for ack-then-read code.
+const ACKED_CAP: usize = 4096;
+
+pub struct State {
+    live: HashMap<usize, Record>,
+    acked: HashMap<usize, Record>,
+    acked_order: VecDeque<usize>,
+    events: u64,
+    by_type: [u64; 17],
+    held_ns: Vec<u64>,
+    findings: Vec<Finding>,
+    report: ReportFile,
+    next_seq: u64,
+    touched: bool,
+}
+
+pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
+
+fn new_state(cfg: &Config) -> State {
+    State {
+        live: HashMap::new(),
+        acked: HashMap::new(),
+        acked_order: VecDeque::new(),
+        events: 0,
+        by_type: [0; 17],
+        held_ns: Vec::new(),
+        findings: Vec::new(),
+        report: cfg.report.as_deref().map_or(ReportFile::none(), |t| {
+            ReportFile::new(crate::config::report_path(t))
+        }),
+        next_seq: 1,
+        touched: false,
+    }
+}
+
+/// Runs `f` on the state, creating it (and registering the exit and fork handlers) on first use.
+pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    let mut guard = STATE.lock();
+    if guard.is_none() {
+        *guard = Some(new_state(&CONFIG));
+        crate::lifecycle::register();
+    }
+    let state = guard.as_mut().expect("just created");
+    state.touched = true;
+    state.absorb_faults();
+    f(state)
+}
+
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl State {
+    fn add(&mut self, f: Finding) {
+        report::say(&f);
+        self.report.finding(&f);
+        self.findings.push(f);
+    }
+
+    fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
+        self.add(Finding {
+            kind,
+            seq: r.seq,
+            event_type: r.type_name(),
+            id: r.id,
+            thread: whereis::thread_id(),
+            place: place.to_string(),
+            message,
+        });
+    }
+
+    fn absorb_faults(&mut self) {
+        for fault in guard::drain_faults() {
+            // Already said on stderr by the signal handler.
+            let f = Finding {
+                kind: Kind::UseAfterAck,
+                seq: fault.seq,
+                event_type: event_type_name(fault.event_type),
+                id: self.id_of_seq(fault.seq),
+                thread: fault.thread,
+                place: whereis::describe(fault.code_addr),
+                message: format!(
+                    "read of the event's memory at {:#x} after its rdma_ack_cm_event",
+                    fault.data_addr
+                ),
+            };
+            self.report.finding(&f);
+            self.findings.push(f);
+        }
+    }
+
+    fn id_of_seq(&self, seq: u64) -> usize {
+        self.acked
+            .values()
+            .find(|r| r.seq == seq)
+            .map_or(0, |r| r.id)
+    }
+
+    /// A new event, got from librdmacm as `raw`; returns the pointer to hand out and, in safe
+    /// mode, whether librdmacm's event must be acked now (after the lock is dropped).
+    ///
+    /// # Safety
+    /// `raw` is a valid, unacked event from librdmacm.
+    pub unsafe fn got(
+        &mut self,
+        channel: usize,
+        raw: *mut rdma_cm_event,
+        caller: whereis::Caller,
+        mode: Mode,
+    ) -> (*mut rdma_cm_event, bool) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        // SAFETY: `raw` is valid (caller).
+        let cm = unsafe { &*raw };
+        let qp_type = if cm.id.is_null() {
+            0
+        } else {
+            // SAFETY: a live id of an unacked event.
+            unsafe { (*cm.id).qp_type }
+        };
+        let kind = cmsafe::event::param_kind(cm.event, qp_type);
+        // SAFETY: `kind` names the member librdmacm filled.
+        let pd_len = match kind {
+            cmsafe::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
+            cmsafe::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
+            cmsafe::event::ParamKind::MulticastContext => 0,
+        };
+        let owner = if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST && !cm.listen_id.is_null() {
+            cm.listen_id as usize
+        } else {
+            cm.id as usize
+        };
+        let (handed, holder, ack_now) = match mode {
+            Mode::Safe => {
+                // SAFETY: forwarded.
+                match unsafe { Event::copy_from_raw(raw) } {
+                    Ok(ev) => {
+                        let p = ev.cm() as *const rdma_cm_event as *mut rdma_cm_event;
+                        (p, Holder::Safe(ev), true)
+                    }
+                    Err(_) => (raw, Holder::Raw(raw as usize), false),
+                }
+            }
+            _ => {
+                // SAFETY: forwarded.
+                match unsafe { guard::copy_to_page(raw, seq) } {
+                    Some((page, copy)) => (
+                        copy,
+                        Holder::Guarded {
+                            page,
+                            raw: raw as usize,
+                        },
+                        false,
+                    ),
+                    None => (raw, Holder::Raw(raw as usize), false),
+                }
+            }
+        };
+        let i = (cm.event as usize).min(16);
+        self.by_type[i] += 1;
+        self.events += 1;
+        self.live.insert(
+            handed as usize,
+            Record {
+                seq,
+                event_type: cm.event,
+                status: cm.status,
+                id: cm.id as usize,
+                owner,
+                channel,
+                thread: whereis::thread_id(),
+                get_ns: now_ns(),
+                ack_ns: 0,
+                pd_len,
+                internal: caller.in_librdmacm,
+                reported: false,
+                holder,
+            },
+        );
+        (handed, ack_now)
+    }
+
+    /// The program acks `ptr`. Returns what librdmacm must ack now (outside the lock), or
+    /// `Err(true)` for a pointer we never handed out (pass it to librdmacm), `Err(false)` for a
+    /// double ack (swallowed: acking librdmacm's event twice would corrupt its heap).
+    pub fn ack(
+        &mut self,
+        ptr: usize,
+        caller: whereis::Caller,
+        late_ns: u64,
+    ) -> Result<Option<usize>, bool> {
+        let place = whereis::describe(caller.addr);
+        let Some(mut r) = self.live.remove(&ptr) else {
+            if let Some(prev) = self.acked.get(&ptr) {
+                let msg = format!(
+                    "rdma_ack_cm_event of an event already acked {:.3} ms earlier",
+                    (now_ns() - prev.ack_ns) as f64 / 1e6
+                );
+                let f = Finding {
+                    kind: Kind::DoubleAck,
+                    seq: prev.seq,
+                    event_type: prev.type_name(),
+                    id: prev.id,
+                    thread: whereis::thread_id(),
+                    place,
+                    message: msg,
+                };
+                self.add(f);
+                return Err(false);
+            }
+            self.add(Finding {
+                kind: Kind::ForeignAck,
+                seq: 0,
+                event_type: "-",
+                id: 0,
+                thread: whereis::thread_id(),
+                place,
+                message: format!(
+                    "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
+                ),
+            });
+            return Err(true);
+        };
+        r.ack_ns = now_ns();
+        let held = r.ack_ns - r.get_ns;
+        if held > late_ns && !r.internal && !caller.in_librdmacm {
+            let msg = format!(
+                "held {:.1} ms before rdma_ack_cm_event (CMSAFE_LATE_ACK_MS={}); the id's state machine waited",
+                held as f64 / 1e6,
+                late_ns / 1_000_000
+            );
+            self.finding(Kind::LateAck, &r, &place, msg);
+        }
+        self.held_ns.push(held);
+        self.report.event(&r);
+        let to_ack = match &r.holder {
+            Holder::Raw(raw) => Some(*raw),
+            Holder::Guarded { page, raw } => {
+                guard::seal(*page);
+                Some(*raw)
+            }
+            Holder::Safe(_) => None,
+        };
+        self.keep_acked(ptr, r);
+        Ok(to_ack)
+    }
+
+    fn keep_acked(&mut self, ptr: usize, r: Record) {
+        self.acked.insert(ptr, r);
+        self.acked_order.push_back(ptr);
+        while self.acked_order.len() > ACKED_CAP {
+            if let Some(old) = self.acked_order.pop_front() {
+                if let Some(r) = self.acked.remove(&old) {
+                    forget(r);
+                }
+            }
+        }
+    }
+
+    /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
+    /// `id->event` itself before it waits, so that one does not count.
+    fn blocking(&self, id: usize, own_event: usize) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .live
+            .iter()
+            .filter(|(p, r)| r.owner == id && **p != own_event && !r.reported)
+            .map(|(p, _)| *p)
+            .collect();
+        v.sort_by_key(|p| self.live[p].seq);
+        v
+    }
+
+    fn list(&self, ptrs: &[usize]) -> String {
+        ptrs.iter()
+            .map(|p| {
+                let r = &self.live[p];
+                format!("seq={} {}", r.seq, r.type_name())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Before rdma_destroy_id(id).
+    pub fn destroying(&mut self, id: *mut rdma_cm_id, caller: whereis::Caller) {
+        let place = whereis::describe(caller.addr);
+        // SAFETY: the program passes a live id to rdma_destroy_id.
+        let own = unsafe { (*id).event } as usize;
+        let blocking = self.blocking(id as usize, own);
+        if blocking.is_empty() {
+            return;
+        }
+        let me = whereis::thread_id();
+        let mine: Vec<usize> = blocking
+            .iter()
+            .copied()
+            .filter(|p| self.live[p].thread == me)
+            .collect();
+        let (kind, msg) = if !mine.is_empty() {
+            (
+                Kind::DestroyInOwnHandler,
+                format!(
+                    "rdma_destroy_id called by the thread that holds {} unacked event(s) of this id ({}): it will wait for itself forever",
+                    mine.len(),
+                    self.list(&mine)
+                ),
+            )
+        } else {
+            (
+                Kind::DestroyWithUnacked,
+                format!(
+                    "rdma_destroy_id will wait forever for these {} events: {}",
+                    blocking.len(),
+                    self.list(&blocking)
+                ),
+            )
+        };
+        let first = &self.live[&blocking[0]];
+        let f = Finding {
+            kind,
+            seq: first.seq,
+            event_type: first.type_name(),
+            id: id as usize,
+            thread: me,
+            place,
+            message: msg,
+        };
+        self.add(f);
+        for p in blocking {
+            if let Some(r) = self.live.get_mut(&p) {
+                r.reported = true;
+            }
+        }
+    }
+
+    /// After rdma_destroy_id(id) returned: acked copies of its events may go (safe mode keeps
+    /// them until here so ack-then-read code reads the right bytes).
+    pub fn destroyed(&mut self, id: usize) {
+        let gone: Vec<usize> = self
+            .acked
+            .iter()
+            .filter(|(_, r)| r.id == id || r.owner == id)
+            .filter(|(_, r)| matches!(r.holder, Holder::Safe(_)))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in gone {
+            if let Some(r) = self.acked.remove(&p) {
+                self.acked_order.retain(|q| *q != p);
+                forget(r);
+            }
+        }
+    }
+
+    /// Before rdma_migrate_id(id, ...).
+    pub fn migrating(&mut self, id: *mut rdma_cm_id, caller: whereis::Caller) {
+        // SAFETY: the program passes a live id to rdma_migrate_id.
+        let own = unsafe { (*id).event } as usize;
+        let blocking = self.blocking(id as usize, own);
+        if blocking.is_empty() {
+            return;
+        }
+        let first = &self.live[&blocking[0]];
+        let f = Finding {
+            kind: Kind::MigrateWithUnacked,
+            seq: first.seq,
+            event_type: first.type_name(),
+            id: id as usize,
+            thread: whereis::thread_id(),
+            place: whereis::describe(caller.addr),
+            message: format!(
+                "rdma_migrate_id will wait forever for these {} events: {}",
+                blocking.len(),
+                self.list(&blocking)
+            ),
+        };
+        self.add(f);
+        for p in blocking {
+            if let Some(r) = self.live.get_mut(&p) {
+                r.reported = true;
+            }
+        }
+    }
+
+    /// Before rdma_destroy_event_channel(channel).
+    pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
+        let mut ptrs: Vec<usize> = self
+            .live
+            .iter()
+            .filter(|(_, r)| r.channel == channel && !r.reported && !r.internal)
+            .map(|(p, _)| *p)
+            .collect();
+        if ptrs.is_empty() {
+            return;
+        }
+        ptrs.sort_by_key(|p| self.live[p].seq);
+        let first = &self.live[&ptrs[0]];
+        let f = Finding {
+            kind: Kind::ChannelDestroyWithUnacked,
+            seq: first.seq,
+            event_type: first.type_name(),
+            id: first.id,
+            thread: whereis::thread_id(),
+            place: whereis::describe(caller.addr),
+            message: format!(
+                "rdma_destroy_event_channel with {} unacked events from it: {}",
+                ptrs.len(),
+                self.list(&ptrs)
+            ),
+        };
+        self.add(f);
+        for p in ptrs {
+            if let Some(r) = self.live.get_mut(&p) {
+                r.reported = true;
+            }
+        }
+    }
+
+    /// Before rdma_destroy_qp(id).
+    pub fn destroying_qp(&mut self, id: usize, caller: whereis::Caller) {
+        let found = self
+            .live
+            .values()
+            .filter(|r| r.id == id && r.event_type == RDMA_CM_EVENT_DISCONNECTED && !r.internal)
+            .min_by_key(|r| r.seq)
+            .map(|r| (r.seq, r.type_name()));
+        if let Some((seq, ty)) = found {
+            self.add(Finding {
+                kind: Kind::QpDestroyBeforeAck,
+                seq,
+                event_type: ty,
+                id,
+                thread: whereis::thread_id(),
+                place: whereis::describe(caller.addr),
+                message: "rdma_destroy_qp while the id's DISCONNECTED is unacked".to_string(),
+            });
+        }
+    }
+
+    /// At exit: events never acked, the report's event records, and the summary.
+    pub fn finish(&mut self) -> Option<String> {
+        let mut leftover: Vec<usize> = self
+            .live
+            .iter()
+            .filter(|(_, r)| !r.reported && !r.internal)
+            .map(|(p, _)| *p)
+            .collect();
+        leftover.sort_by_key(|p| self.live[p].seq);
+        for p in leftover {
+            let r = &self.live[&p];
+            let msg = format!(
+                "never acked: held {:.1} ms until exit",
+                (now_ns() - r.get_ns) as f64 / 1e6
+            );
+            let f = Finding {
+                kind: Kind::NeverAcked,
+                seq: r.seq,
+                event_type: r.type_name(),
+                id: r.id,
+                thread: r.thread,
+                place: "exit".to_string(),
+                message: msg,
+            };
+            self.add(f);
+        }
+        let mut unacked: Vec<&Record> = self.live.values().collect();
+        unacked.sort_by_key(|r| r.seq);
+        for r in unacked {
+            self.report.event(r);
+        }
+        if !self.touched || self.events == 0 && self.findings.is_empty() {
+            return None;
+        }
+        let by_type: Vec<(String, u64)> = self
+            .by_type
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(t, n)| (event_type_name(t as u32).to_string(), *n))
+            .collect();
+        let mode = match CONFIG.mode {
+            Mode::Safe => "safe",
+            Mode::Audit => "audit",
+            Mode::Off => "off",
+        };
+        Some(report::summary(
+            mode,
+            self.events,
+            &by_type,
+            &mut self.held_ns,
+            &self.findings,
+        ))
+    }
+
+    /// In a child after fork(2): its own report and counts; what it inherited is not its doing.
+    pub fn after_fork_in_child(&mut self) {
+        for r in self.live.values_mut() {
+            r.reported = true;
+        }
+        self.events = 0;
+        self.by_type = [0; 17];
+        self.held_ns.clear();
+        self.findings.clear();
+        self.report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
+            ReportFile::new(crate::config::report_path(t))
+        });
+    }
+}
+
+/// A record that leaves the tracker: its guarded page goes back, its copy is released.
+fn forget(r: Record) {
+    if let Holder::Guarded { page, .. } = r.holder {
+        guard::recycle(page);
+    }
+}
