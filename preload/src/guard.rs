@@ -171,7 +171,12 @@ pub struct Fault {
     pub code_addr: usize,
     pub data_addr: usize,
     pub thread: i32,
+    /// The stack at the fault (innermost first; zeros past its end), to name the program's
+    /// frame when the faulting instruction is in a library (memcpy, strlen, printf...).
+    pub stack: [usize; STACK],
 }
+
+pub const STACK: usize = 12;
 
 const RING: usize = 256;
 static RING_SEQ: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
@@ -179,6 +184,7 @@ static RING_TYPE: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
 static RING_CODE: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_DATA: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_THREAD: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
+static RING_STACK: [[AtomicUsize; STACK]; RING] = [const { [const { AtomicUsize::new(0) }; STACK] }; RING];
 static RING_HEAD: AtomicUsize = AtomicUsize::new(0);
 static RING_TAIL: AtomicUsize = AtomicUsize::new(0);
 
@@ -195,6 +201,7 @@ pub fn drain_faults() -> Vec<Fault> {
             code_addr: RING_CODE[i].load(Ordering::Relaxed),
             data_addr: RING_DATA[i].load(Ordering::Relaxed),
             thread: RING_THREAD[i].load(Ordering::Relaxed) as i32,
+            stack: std::array::from_fn(|k| RING_STACK[i][k].load(Ordering::Relaxed)),
         });
         tail += 1;
     }
@@ -205,6 +212,10 @@ pub fn drain_faults() -> Vec<Fault> {
 static mut PREVIOUS: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
 
 fn install_handler() {
+    // backtrace(3) loads the unwinder on its first call: do it now, not inside the handler.
+    let mut warm = [std::ptr::null_mut(); 2];
+    // SAFETY: a writable array of the given size.
+    unsafe { libc::backtrace(warm.as_mut_ptr(), 2) };
     // SAFETY: all-zero is a valid sigaction; sigaction(2) with valid pointers. PREVIOUS is written
     // once here, before our handler can run (sigaction publishes it to the kernel after).
     unsafe {
@@ -259,6 +270,13 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
         RING_CODE[s].store(code, Ordering::Relaxed);
         RING_DATA[s].store(data_addr, Ordering::Relaxed);
         RING_THREAD[s].store(tid as u32, Ordering::Relaxed);
+        let mut frames = [std::ptr::null_mut(); STACK];
+        // SAFETY: the unwinder was loaded at install time; unwinding through the signal frame is
+        // what crash reporters do with it.
+        let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
+        for (k, slot) in RING_STACK[s].iter().enumerate() {
+            slot.store(if k < n { frames[k] as usize } else { 0 }, Ordering::Relaxed);
+        }
         RING_HEAD.store(i + 1, Ordering::Release);
     }
     // Said at once: the program may crash for other reasons before the report is written.

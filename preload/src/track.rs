@@ -137,7 +137,7 @@ impl State {
                 event_type: event_type_name(fault.event_type),
                 id: self.id_of_seq(fault.seq),
                 thread: fault.thread,
-                place: whereis::describe(fault.code_addr),
+                place: whereis::describe_fault(fault.code_addr, &fault.stack),
                 message: format!(
                     "read of the event's memory at {:#x} after its rdma_ack_cm_event",
                     fault.data_addr

@@ -92,3 +92,27 @@ pub fn thread_id() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
 }
+
+/// Where a fault happened: the faulting instruction, and when that is in a system library
+/// (memcpy, strlen, printf...), the first frame of the program's own code under it.
+pub fn describe_fault(code: usize, stack: &[usize]) -> String {
+    let own = object_base(caller as *const () as usize).map(|(b, _)| b);
+    let is_system = |addr: usize| match object_base(addr) {
+        Some((base, _)) if Some(base) == own => true,
+        Some((_, name)) => {
+            let file = name.rsplit('/').next().unwrap_or("");
+            file.starts_with("libc.so") || file.starts_with("libgcc_s") || file.starts_with("ld-linux")
+        }
+        None => true,
+    };
+    let at = describe(code);
+    if !is_system(code) {
+        return at;
+    }
+    // The signal frame, then the faulting function's callers; a return address points just
+    // after its call instruction.
+    match stack.iter().copied().filter(|&a| a != 0 && a != code).find(|&a| !is_system(a)) {
+        Some(frame) => format!("{} (in {at})", describe(frame - 1)),
+        None => at,
+    }
+}
