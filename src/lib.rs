@@ -10,6 +10,7 @@
 //! - [`event`]: the owned copy of an event and its private data buffer.
 //! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack, timeouts, batches).
 //! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).
+//! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
 //! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection.
 //! - `pool`: the refcounted slots events and buffers live in.
 //! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the above.
@@ -24,6 +25,7 @@ pub mod fault;
 mod ffi;
 pub mod logging;
 mod pool;
+pub mod safe;
 pub mod stats;
 pub mod status;
 

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
-use cmsafe::Event;
+use cmsafe::safe::SafeCopies;
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
@@ -21,9 +21,8 @@ pub enum Holder {
     Raw(usize),
     /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
     Guarded { page: u32, raw: usize },
-    /// Safe: cmsafe's copy (held here: the program reads it through the handed-out pointer);
-    /// librdmacm's event was acked at once.
-    Safe(#[allow(dead_code)] Event),
+    /// Safe: cmsafe's copy, kept in `State::copies`; librdmacm's event was acked at once.
+    Safe,
 }
 
 pub struct Record {
@@ -51,7 +50,8 @@ impl Record {
     }
 }
 
-/// Acked copies kept for double-ack detection and (safe mode) for ack-then-read code.
+/// Acked events remembered for double-ack detection (and, in audit mode, guarded pages kept
+/// in quarantine).
 const ACKED_CAP: usize = 4096;
 
 pub struct State {
@@ -65,6 +65,8 @@ pub struct State {
     report: ReportFile,
     next_seq: u64,
     touched: bool,
+    /// Safe mode's copies: the same core as `cmsafe_compat.h`.
+    copies: SafeCopies,
 }
 
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
@@ -83,6 +85,7 @@ fn new_state(cfg: &Config) -> State {
         }),
         next_seq: 1,
         touched: false,
+        copies: SafeCopies::new(),
     }
 }
 
@@ -192,11 +195,8 @@ impl State {
         let (handed, holder, ack_now) = match mode {
             Mode::Safe => {
                 // SAFETY: forwarded.
-                match unsafe { Event::copy_from_raw(raw) } {
-                    Ok(ev) => {
-                        let p = ev.cm() as *const rdma_cm_event as *mut rdma_cm_event;
-                        (p, Holder::Safe(ev), true)
-                    }
+                match unsafe { self.copies.adopt(raw) } {
+                    Ok(p) => (p, Holder::Safe, true),
                     Err(_) => (raw, Holder::Raw(raw as usize), false),
                 }
             }
@@ -298,7 +298,10 @@ impl State {
                 guard::seal(*page);
                 Some(*raw)
             }
-            Holder::Safe(_) => None,
+            Holder::Safe => {
+                self.copies.ack(ptr as *mut rdma_cm_event);
+                None
+            }
         };
         self.keep_acked(ptr, r);
         Ok(to_ack)
@@ -391,22 +394,9 @@ impl State {
         }
     }
 
-    /// After rdma_destroy_id(id) returned: acked copies of its events may go (safe mode keeps
-    /// them until here so ack-then-read code reads the right bytes).
+    /// After rdma_destroy_id(id) returned: safe mode's acked copies of its events may go.
     pub fn destroyed(&mut self, id: usize) {
-        let gone: Vec<usize> = self
-            .acked
-            .iter()
-            .filter(|(_, r)| r.id == id || r.owner == id)
-            .filter(|(_, r)| matches!(r.holder, Holder::Safe(_)))
-            .map(|(p, _)| *p)
-            .collect();
-        for p in gone {
-            if let Some(r) = self.acked.remove(&p) {
-                self.acked_order.retain(|q| *q != p);
-                forget(r);
-            }
-        }
+        self.copies.id_destroyed(id);
     }
 
     /// Before rdma_migrate_id(id, ...).
