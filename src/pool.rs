@@ -6,13 +6,16 @@
 //! corrupting memory. Freed slots wait in a FIFO quarantine before reuse, which keeps a stale
 //! handle detectable for as long as possible. Slots are recycled, so the steady state allocates
 //! nothing, and a failed allocation is an error (ENOMEM), never an abort.
+//!
+//! Each thread keeps a small FIFO of free slots per pool, so the common alloc and release take
+//! no lock; slots move between a thread and the pool 32 at a time.
 
-use std::cell::UnsafeCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use once_cell::sync::OnceCell;
@@ -27,6 +30,14 @@ const COMMIT_BYTES: usize = 64 << 10;
 /// Freed slots that must be waiting before one is reused.
 const QUARANTINE: usize = 64;
 const MAGIC_FREE: u32 = 0xdead_f4ee;
+/// A thread reuses one of its freed slots only when it holds more than this many.
+const LOCAL_MIN: usize = 16;
+/// Beyond this many, a thread gives its oldest free slots back to the pool.
+const LOCAL_MAX: usize = 64;
+/// Slots moved between a thread and the pool at a time.
+const BATCH: usize = 32;
+/// Pools with a per-thread cache: see `Pool::new`'s `id`.
+const POOLS: usize = 4;
 
 #[repr(C)]
 pub(crate) struct Slot<T> {
@@ -49,7 +60,35 @@ struct FreeList {
     free: VecDeque<u32>,
 }
 
+/// A thread's free slots of one pool, oldest first.
+struct LocalCache {
+    free: VecDeque<u32>,
+    owner: Option<&'static dyn GiveBack>,
+}
+
+/// Where a thread's cache goes when the thread ends.
+trait GiveBack: Sync {
+    fn give_back(&self, indices: &mut VecDeque<u32>, count: usize);
+}
+
+impl Drop for LocalCache {
+    fn drop(&mut self) {
+        if let Some(pool) = self.owner {
+            let n = self.free.len();
+            pool.give_back(&mut self.free, n);
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: [RefCell<LocalCache>; POOLS] = const {
+        [const { RefCell::new(LocalCache { free: VecDeque::new(), owner: None }) }; POOLS]
+    };
+}
+
 pub(crate) struct Pool<T> {
+    /// Which per-thread cache this pool uses (distinct per pool, below POOLS).
+    id: usize,
     /// What a handle of this pool is called in error reports.
     what: &'static str,
     /// The magic word of a live slot: distinct per pool, so one kind of handle passed for
@@ -57,7 +96,6 @@ pub(crate) struct Pool<T> {
     magic_live: u32,
     arena: OnceCell<Arena>,
     free: Mutex<FreeList>,
-    live: AtomicU64,
     _values: PhantomData<T>,
 }
 
@@ -66,24 +104,44 @@ unsafe impl<T: Send + Sync> Sync for Pool<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send + Sync> Send for Pool<T> {}
 
-impl<T> Pool<T> {
-    pub(crate) const fn new(what: &'static str, magic_live: u32) -> Self {
+impl<T: Send + Sync + 'static> GiveBack for Pool<T> {
+    fn give_back(&self, indices: &mut VecDeque<u32>, count: usize) {
+        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        // Capacity for every committed slot was reserved in `grow`: this never allocates.
+        list.free.extend(indices.drain(..count.min(indices.len())));
+    }
+}
+
+impl<T: Send + Sync + 'static> Pool<T> {
+    pub(crate) const fn new(id: usize, what: &'static str, magic_live: u32) -> Self {
+        assert!(id < POOLS);
         Pool {
+            id,
             what,
             magic_live,
             arena: OnceCell::new(),
             free: Mutex::new(FreeList {
                 free: VecDeque::new(),
             }),
-            live: AtomicU64::new(0),
             _values: PhantomData,
         }
     }
 
     const SLOT: usize = size_of::<Slot<T>>();
 
+    /// Live slots, counted by their magic word: for statistics, not for hot paths.
     pub(crate) fn live(&self) -> u64 {
-        self.live.load(Ordering::Relaxed)
+        let Some(arena) = self.arena.get() else {
+            return 0;
+        };
+        let slots = arena.committed.load(Ordering::Acquire) / Self::SLOT;
+        (0..slots)
+            .filter(|i| {
+                // SAFETY: a committed slot; its header is always initialized.
+                let slot = unsafe { &*((arena.base + i * Self::SLOT) as *const Slot<T>) };
+                slot.magic.load(Ordering::Relaxed) == self.magic_live
+            })
+            .count() as u64
     }
 
     fn arena(&self) -> Result<&Arena, AllocError> {
@@ -138,7 +196,20 @@ impl<T> Pool<T> {
     }
 
     /// A new slot holding `value` with one reference.
-    pub(crate) fn alloc(&self, value: T) -> Result<NonNull<Slot<T>>, AllocError> {
+    #[cfg(test)]
+    pub(crate) fn alloc(&'static self, value: T) -> Result<NonNull<Slot<T>>, AllocError> {
+        // SAFETY: the closure initializes the whole value.
+        unsafe { self.alloc_with(|p| p.write(value)) }
+    }
+
+    /// A new slot with one reference, its value written in place by `init`.
+    ///
+    /// # Safety
+    /// `init` initializes every byte of the value it is given a pointer to.
+    pub(crate) unsafe fn alloc_with(
+        &'static self,
+        init: impl FnOnce(*mut T),
+    ) -> Result<NonNull<Slot<T>>, AllocError> {
         if fault::should_fail() {
             COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
             return Err(AllocError);
@@ -154,16 +225,53 @@ impl<T> Pool<T> {
         // SAFETY: the slot is committed, aligned (base is page-aligned and the slot size is a
         // multiple of its alignment) and ours alone: it just left the free list.
         unsafe {
-            (*slot).value.get().write(MaybeUninit::new(value));
+            init((*slot).value.get().cast::<T>());
             (*slot).refs.store(1, Ordering::Relaxed);
             (*slot).magic.store(self.magic_live, Ordering::Release);
         }
-        self.live.fetch_add(1, Ordering::Relaxed);
         // SAFETY: not null: inside the arena.
         Ok(unsafe { NonNull::new_unchecked(slot) })
     }
 
-    fn take_index(&self) -> Result<u32, AllocError> {
+    /// A free slot: from this thread's cache, refilled from the pool a batch at a time.
+    fn take_index(&'static self) -> Result<u32, AllocError> {
+        let local = LOCAL.try_with(|caches| {
+            let mut cache = caches[self.id].borrow_mut();
+            if cache.free.len() <= LOCAL_MIN {
+                if cache.owner.is_none() {
+                    cache
+                        .free
+                        .try_reserve(LOCAL_MAX + BATCH)
+                        .map_err(|_| AllocError)?;
+                    cache.owner = Some(self);
+                }
+                self.refill(&mut cache.free)?;
+            }
+            cache.free.pop_front().ok_or(AllocError)
+        });
+        // During thread teardown the cache is gone: use the pool directly.
+        local.unwrap_or_else(|_| self.take_index_global())
+    }
+
+    fn refill(&self, local: &mut VecDeque<u32>) -> Result<(), AllocError> {
+        let arena = self.arena()?;
+        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if list.free.len() <= QUARANTINE + BATCH {
+            // Growing keeps recently freed slots in quarantine; when it fails, reuse them.
+            if self.grow(arena, &mut list).is_err() && list.free.is_empty() {
+                return if local.is_empty() {
+                    Err(AllocError)
+                } else {
+                    Ok(())
+                };
+            }
+        }
+        let n = BATCH.min(list.free.len());
+        local.extend(list.free.drain(..n));
+        Ok(())
+    }
+
+    fn take_index_global(&self) -> Result<u32, AllocError> {
         let arena = self.arena()?;
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if list.free.len() <= QUARANTINE {
@@ -234,15 +342,33 @@ impl<T> Pool<T> {
             return;
         }
         fence(Ordering::Acquire);
-        // SAFETY: the last reference: nobody else can reach the value.
+        // SAFETY: the last reference: nobody else can reach the value. Dropped before the cache
+        // is borrowed: the value may hold references into other pools.
         unsafe { (*slot.value.get()).assume_init_drop() };
         slot.magic.store(MAGIC_FREE, Ordering::Release);
-        self.live.fetch_sub(1, Ordering::Relaxed);
         let arena = self.arena.get().expect("a live slot has an arena");
-        let index = ((slot as *const Slot<T> as usize) - arena.base) / Self::SLOT;
+        let index = (((slot as *const Slot<T> as usize) - arena.base) / Self::SLOT) as u32;
+        let cached = LOCAL.try_with(|caches| {
+            let mut cache = caches[self.id].borrow_mut();
+            if cache.owner.is_none() {
+                return false;
+            }
+            // Capacity for LOCAL_MAX + BATCH was reserved when the cache was made.
+            cache.free.push_back(index);
+            if cache.free.len() > LOCAL_MAX {
+                self.give_back(&mut cache.free, BATCH);
+            }
+            true
+        });
+        if cached != Ok(true) {
+            self.give_back_one(index);
+        }
+    }
+
+    fn give_back_one(&self, index: u32) {
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
         // Capacity for every committed slot was reserved in `grow`: this never allocates.
-        list.free.push_back(index as u32);
+        list.free.push_back(index);
     }
 }
 
@@ -259,7 +385,9 @@ fn misuse(what: std::fmt::Arguments<'_>) -> ! {
 mod tests {
     use super::*;
 
-    static POOL: Pool<[u64; 4]> = Pool::new("test value", 0x7e57_0001);
+    static POOL: Pool<[u64; 4]> = Pool::new(3, "test value", 0x7e57_0001);
+    /// `live` counts the whole pool: tests that assert it must not overlap.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     fn ptr(slot: NonNull<Slot<[u64; 4]>>) -> *const u8 {
         slot.as_ptr() as *const u8
@@ -267,6 +395,7 @@ mod tests {
 
     #[test]
     fn values_live_until_the_last_reference() {
+        let _serial = SERIAL.lock().unwrap();
         let base = POOL.live();
         let a = POOL.alloc([1, 2, 3, 4]).unwrap();
         let slot = POOL.check(ptr(a), "test");
@@ -283,10 +412,13 @@ mod tests {
 
     #[test]
     fn freed_slots_wait_in_quarantine_before_reuse() {
+        let _serial = SERIAL.lock().unwrap();
         let first = POOL.alloc([9; 4]).unwrap();
         POOL.release(POOL.check(ptr(first), "test"), "test");
         let mut later = Vec::new();
-        for _ in 0..QUARANTINE {
+        // This thread's cache hands out its oldest free slots first, and only while it holds
+        // more than LOCAL_MIN of them.
+        for _ in 0..LOCAL_MIN {
             let s = POOL.alloc([0; 4]).unwrap();
             assert_ne!(s, first, "a freed slot came back within the quarantine");
             later.push(s);
@@ -298,6 +430,7 @@ mod tests {
 
     #[test]
     fn pointers_outside_the_pool_are_not_slots() {
+        let _serial = SERIAL.lock().unwrap();
         let s = POOL.alloc([0; 4]).unwrap();
         let local = 5u64;
         assert!(POOL.slot_of(&local as *const u64 as *const u8).is_none());

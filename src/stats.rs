@@ -9,9 +9,7 @@ pub const EVENT_TYPE_SLOTS: usize = 17;
 const _: () = assert!(EVENT_TYPE_SLOTS == EVENT_TYPES + 1);
 
 pub(crate) struct Counters {
-    pub fetched: AtomicU64,
     pub acked: AtomicU64,
-    pub released: AtomicU64,
     pub alloc_failures: AtomicU64,
     pub by_type: [AtomicU64; EVENT_TYPE_SLOTS],
 }
@@ -20,9 +18,7 @@ pub(crate) struct Counters {
 const ZERO: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) static COUNTERS: Counters = Counters {
-    fetched: ZERO,
     acked: ZERO,
-    released: ZERO,
     alloc_failures: ZERO,
     by_type: [ZERO; EVENT_TYPE_SLOTS],
 };
@@ -60,11 +56,15 @@ pub fn snapshot() -> Stats {
     for (out, c) in by_type.iter_mut().zip(COUNTERS.by_type.iter()) {
         *out = c.load(Relaxed);
     }
+    // Derived rather than counted, to keep atomics off the copy path: every copy takes a
+    // sequence number, and a copy not live any more was released.
+    let live_events = crate::event::live_events();
+    let fetched = crate::event::copied();
     Stats {
-        fetched: COUNTERS.fetched.load(Relaxed),
+        fetched,
         acked: COUNTERS.acked.load(Relaxed),
-        released: COUNTERS.released.load(Relaxed),
-        live_events: crate::event::live_events(),
+        released: fetched.saturating_sub(live_events),
+        live_events,
         live_buffers: crate::event::live_buffers(),
         pending: crate::channel::pending_events(),
         alloc_failures: COUNTERS.alloc_failures.load(Relaxed),

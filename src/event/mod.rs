@@ -12,13 +12,12 @@ pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
 use crate::pool::{AllocError, Pool, Slot};
-use crate::stats::COUNTERS;
 use crate::status::{self, StatusKind, Transport};
 
 /// Process-wide fetch order; starts at 1 so 0 never names an event.
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) static EVENTS: Pool<EventData> = Pool::new("cmsafe_event", 0xc5e7_e7e7);
+pub(crate) static EVENTS: Pool<EventData> = Pool::new(0, "cmsafe_event", 0xc5e7_e7e7);
 
 pub(crate) struct EventData {
     /// The view handed to C: librdmacm's struct with `private_data` pointing into our buffer.
@@ -39,12 +38,6 @@ unsafe impl Send for EventData {}
 // SAFETY: as above.
 unsafe impl Sync for EventData {}
 
-impl Drop for EventData {
-    fn drop(&mut self) {
-        COUNTERS.released.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// An immutable, refcounted copy of one event; the original was acked when this was made.
 /// Cloning is cheap (a refcount), and the copy may be sent to and shared with other threads.
 pub struct Event(NonNull<Slot<EventData>>);
@@ -54,6 +47,11 @@ pub struct Event(NonNull<Slot<EventData>>);
 unsafe impl Send for Event {}
 // SAFETY: as above.
 unsafe impl Sync for Event {}
+
+/// Events copied so far: every copy took one sequence number, and only a copy takes one.
+pub(crate) fn copied() -> u64 {
+    NEXT_SEQ.load(Ordering::Relaxed) - 1
+}
 
 pub(crate) fn live_events() -> u64 {
     EVENTS.live()
@@ -93,20 +91,22 @@ impl Event {
                 }
             }
         }
-        // SAFETY: an unacked event's id is a live cm_id (or NULL).
-        let (src, dst, transport) = unsafe { id_facts(cm.id) };
         let event_type = cm.event;
-        let event = EVENTS.alloc(EventData {
-            cm,
-            private_data,
-            kind,
-            transport,
-            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
-            fetched_ns: monotonic_ns(),
-            src,
-            dst,
-        })?;
-        COUNTERS.fetched.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: every field is written; `id_facts` reads a live cm_id (an unacked event's).
+        let event = unsafe {
+            EVENTS.alloc_with(|p| {
+                use std::ptr::addr_of_mut;
+                let id = cm.id;
+                addr_of_mut!((*p).cm).write(cm);
+                addr_of_mut!((*p).private_data).write(private_data);
+                addr_of_mut!((*p).kind).write(kind);
+                let transport = id_facts(id, addr_of_mut!((*p).src), addr_of_mut!((*p).dst));
+                addr_of_mut!((*p).transport).write(transport);
+                // Taken only once the slot is ours, so sequence numbers count copies exactly.
+                addr_of_mut!((*p).seq).write(NEXT_SEQ.fetch_add(1, Ordering::Relaxed));
+                addr_of_mut!((*p).fetched_ns).write(monotonic_ns());
+            })
+        }?;
         crate::stats::count_type(event_type);
         Ok(Event(event))
     }
@@ -238,28 +238,31 @@ impl std::fmt::Debug for Event {
     }
 }
 
-/// The id's addresses and transport, read while the id is certainly alive.
+/// Writes the id's addresses to `src` and `dst` and returns its transport, read while the id
+/// is certainly alive.
 ///
 /// # Safety
-/// `id` is NULL or a live cm_id.
+/// `id` is NULL or a live cm_id; `src` and `dst` are writable.
 unsafe fn id_facts(
     id: *mut rdma_cm_id,
-) -> (libc::sockaddr_storage, libc::sockaddr_storage, Transport) {
-    // SAFETY: all-zero is a valid sockaddr_storage (AF_UNSPEC).
-    let zero: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    src: *mut libc::sockaddr_storage,
+    dst: *mut libc::sockaddr_storage,
+) -> Transport {
     if id.is_null() {
-        return (zero, zero, Transport::Unknown);
+        // SAFETY: writable per the contract; all-zero is AF_UNSPEC.
+        unsafe {
+            src.write_bytes(0, 1);
+            dst.write_bytes(0, 1);
+        }
+        return Transport::Unknown;
     }
     // SAFETY: a live cm_id; `route.addr` holds both addresses as sockaddr_storage, which is
     // what rdma_get_local_addr/rdma_get_peer_addr point into (rdma_cma.h).
     unsafe {
         let addr = &(*id).route.addr;
-        let transport = status::transport_of((*id).verbs);
-        (
-            addr.src_addr_union.src_storage,
-            addr.dst_addr_union.dst_storage,
-            transport,
-        )
+        std::ptr::copy_nonoverlapping(&addr.src_addr_union.src_storage, src, 1);
+        std::ptr::copy_nonoverlapping(&addr.dst_addr_union.dst_storage, dst, 1);
+        status::transport_of((*id).verbs)
     }
 }
 

@@ -12,7 +12,7 @@ pub(crate) struct BufData {
     bytes: [u8; MAX_PRIVATE_DATA],
 }
 
-pub(crate) static BUFS: Pool<BufData> = Pool::new("cmsafe_buf", 0xc5e7_b0f0);
+pub(crate) static BUFS: Pool<BufData> = Pool::new(1, "cmsafe_buf", 0xc5e7_b0f0);
 
 /// An immutable, refcounted copy of an event's private data. Cloning is a refcount.
 ///
@@ -30,12 +30,17 @@ impl PrivateData {
     /// for more, and the rest would be cut).
     pub fn copy_from(bytes: &[u8]) -> Result<Self, AllocError> {
         let len = bytes.len().min(MAX_PRIVATE_DATA);
-        let mut data = BufData {
-            len: len as u8,
-            bytes: [0; MAX_PRIVATE_DATA],
-        };
-        data.bytes[..len].copy_from_slice(&bytes[..len]);
-        BUFS.alloc(data).map(PrivateData)
+        // SAFETY: writes the length and `len` bytes; the rest of the array is never read
+        // (`as_bytes` stops at `len`), and slot memory is always initialized (mapped zeroed,
+        // then only ever written), so no uninitialized byte exists to be read.
+        let slot = unsafe {
+            BUFS.alloc_with(|p| {
+                std::ptr::addr_of_mut!((*p).len).write(len as u8);
+                let dst = std::ptr::addr_of_mut!((*p).bytes) as *mut u8;
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len);
+            })
+        }?;
+        Ok(PrivateData(slot))
     }
 
     fn data(&self) -> &BufData {
