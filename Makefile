@@ -12,11 +12,14 @@ SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
 CTEST_LIBS  := -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe -lrdmacm -libverbs -lpthread
 
-C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident
+C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
+                   test_event_types test_pdata_lengths test_event_order test_many_clients \
+                   test_threads test_threads_tsan test_fetch_modes test_alloc_failure \
+                   test_misuse test_logging
 C_TEST_BINS     := $(addprefix $(CTESTS)/,$(C_TEST_PROGRAMS))
 EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 
-.PHONY: all deps build header header-check fmt-check clippy cargo-test c-tests \
+.PHONY: all deps build preload header header-check fmt-check clippy cargo-test c-tests \
         guest-test test demo clean
 
 all: build
@@ -26,6 +29,10 @@ deps:
 
 build: deps
 	$(CARGO) build --$(PROFILE) --locked
+
+# The LD_PRELOAD library: the core without its C ABI, so it exports only the interposed names.
+preload: deps
+	$(CARGO) build --$(PROFILE) --locked -p cmsafe-preload
 
 header:
 	$(CARGO) run -q -p gen-header --locked
@@ -46,6 +53,20 @@ $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h i
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
+# The same test built with ThreadSanitizer instead (ASan and TSan do not mix): NAME_tsan.
+$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h include/cmsafe.h build
+	@mkdir -p $(CTESTS)
+	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
+
+# The seed incident's raw server, unchanged, rebuilt with cmsafe_compat.h: safe mode from source.
+$(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h build
+	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/seed_incident.c \
+	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
+
+$(CTESTS)/cm_util.o: c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h include/cmsafe.h
+	@mkdir -p $(CTESTS)
+	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/cm_util.c
+
 $(CTESTS)/%: examples/%.c include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< $(CTEST_LIBS)
@@ -56,12 +77,13 @@ $(CTESTS)/real_stack: build
 	exe=$$($(CARGO) test --$(PROFILE) --locked --test real_stack --no-run --message-format=json \
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
-c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack
+c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
-test: deps fmt-check clippy cargo-test header-check guest-test
+test: deps fmt-check clippy cargo-test header-check guest-test \
+      abi-check header-compile-check man-check version-check install-check
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -69,3 +91,104 @@ demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
 
 clean:
 	$(CARGO) clean
+
+# ---- packaging: SONAME, install and uninstall, and their checks ---------------------------------
+# GNU conventions: PREFIX, LIBDIR, DESTDIR (a staging root, prepended to every installed path).
+# The .pc file says includedir=${prefix}/include, so the headers always go there.
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+BINDIR       ?= $(PREFIX)/bin
+MANDIR       ?= $(PREFIX)/share/man
+INCLUDEDIR   := $(PREFIX)/include
+PKGCONFIGDIR := $(LIBDIR)/pkgconfig
+DESTDIR      ?=
+INSTALL      ?= install
+LDCONFIG     ?= ldconfig
+CXX          ?= g++
+
+# Version and SONAME from Cargo.toml, as build.rs derives them: 0.MINOR.PATCH gives
+# libcmsafe.so.0.MINOR (a new 0.x minor may break the ABI; 0.0.PATCH gives libcmsafe.so.0.0.PATCH),
+# MAJOR.MINOR.PATCH from 1.0 on gives libcmsafe.so.MAJOR. The file installed is libcmsafe.so.VERSION.
+CMSAFE_VERSION  := $(shell sed -n '/^\[package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
+cmsafe_vparts   := $(subst ., ,$(firstword $(subst -, ,$(subst +, ,$(CMSAFE_VERSION)))))
+CMSAFE_ABI      := $(if $(filter 0,$(word 1,$(cmsafe_vparts))),$(if $(filter 0,$(word 2,$(cmsafe_vparts))),0.0.$(word 3,$(cmsafe_vparts)),0.$(word 2,$(cmsafe_vparts))),$(word 1,$(cmsafe_vparts)))
+CMSAFE_SONAME   := libcmsafe.so.$(CMSAFE_ABI)
+CMSAFE_REALNAME := libcmsafe.so.$(CMSAFE_VERSION)
+
+INSTALL_HEADERS := $(wildcard include/*.h include/*.hpp)
+MAN_PAGES       := $(wildcard man/man[1-8]/*.[1-8])
+# man/manN/page.N -> $(MANDIR)/manN/page.N
+installed_man   := $(foreach p,$(MAN_PAGES),$(MANDIR)/$(notdir $(patsubst %/,%,$(dir $(p))))/$(notdir $(p)))
+
+# Hooks for artifacts built elsewhere in the tree: each is installed only when the file exists
+# (override to point elsewhere), and always removed by uninstall.
+# The LD_PRELOAD library (make preload), installed as $(LIBDIR)/libcmsafe_preload.so:
+PRELOAD_LIB ?= $(LIBOUT)/libcmsafe_preload.so
+# Its launcher, installed as $(BINDIR)/cmsafe-audit:
+AUDIT_CMD   ?= scripts/cmsafe-audit
+
+.PHONY: install uninstall abi-check header-compile-check man-check version-check install-check
+
+# Programs linked against target/release load the library by its SONAME: link it there too.
+$(LIBOUT)/$(CMSAFE_SONAME):
+	@mkdir -p $(LIBOUT)
+	ln -sfn libcmsafe.so $@
+build: $(LIBOUT)/$(CMSAFE_SONAME)
+
+# install copies what `make build` built (building it first only when it is missing), so that
+# `make build && sudo make install` never runs cargo as root.
+$(LIBOUT)/libcmsafe.so:
+	$(MAKE) build
+
+install: $(LIBOUT)/libcmsafe.so
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 0755 $(LIBOUT)/libcmsafe.so $(DESTDIR)$(LIBDIR)/$(CMSAFE_REALNAME)
+	ln -sfn $(CMSAFE_REALNAME) $(DESTDIR)$(LIBDIR)/$(CMSAFE_SONAME)
+	ln -sfn $(CMSAFE_REALNAME) $(DESTDIR)$(LIBDIR)/libcmsafe.so
+	$(INSTALL) -m 0644 $(INSTALL_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(CMSAFE_VERSION)|g' \
+	  pkgconfig/cmsafe.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/cmsafe.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/cmsafe.pc
+	set -e; for p in $(MAN_PAGES); do \
+	  d=$(DESTDIR)$(MANDIR)/$$(basename $$(dirname $$p)); \
+	  $(INSTALL) -d $$d; $(INSTALL) -m 0644 $$p $$d/; \
+	done
+	if [ -f "$(PRELOAD_LIB)" ]; then \
+	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(LIBDIR)/libcmsafe_preload.so; fi
+	if [ -f "$(AUDIT_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
+	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
+	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
+	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
+	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
+
+# Only cmsafe_* exported, exactly the header's functions; the SONAME.
+abi-check: build
+	c-tests/check-abi
+
+# include/*.h alone as C99, C11, C++11, C++17 and cmsafe.hpp as C++11/17/20, gcc and clang.
+header-compile-check: deps
+	c-tests/check-header
+
+# Every page formats without warnings; every function of include/cmsafe.h has its page.
+man-check: deps
+	c-tests/check-man
+
+# CMSAFE_VERSION_* match Cargo.toml; cmsafe_version() at run time matches them.
+version-check: build
+	c-tests/check-version
+
+# make install into a staging DESTDIR, the examples built with pkg-config only and run on the
+# real stack (its own guest boot), then make uninstall leaves nothing behind.
+install-check: build
+	c-tests/check-install
+
+# The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
+CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude
+$(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h build
+	@mkdir -p $(CTESTS)
+	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
+c-tests: $(CTESTS)/cpp_events

@@ -102,3 +102,125 @@ const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len)
     *len = cm->param.conn.private_data_len;
     return cm->param.conn.private_data;
 }
+
+/* ---- Helpers shared by the API tests (appended; the functions above are unchanged). ---- */
+
+#include <poll.h>
+#include <time.h>
+
+uint64_t cm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double cm_ms_since(uint64_t start_ns)
+{
+    return (double)(cm_now_ns() - start_ns) / 1e6;
+}
+
+void cm_fill(unsigned char *buf, unsigned len, unsigned char seed)
+{
+    for (unsigned i = 0; i < len; i++)
+        buf[i] = (unsigned char)(seed + i * 7u) | 1u;
+}
+
+cmsafe_stats cm_stats(void)
+{
+    cmsafe_stats s;
+    memset(&s, 0, sizeof s);
+    REQUIRE(cmsafe_stats_get(&s) == 0, "cmsafe_stats_get: %s", strerror(errno));
+    return s;
+}
+
+cmsafe_event *cm_expect_within(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+                               int timeout_ms)
+{
+    cmsafe_event *ev = NULL;
+    int rc = cmsafe_get_event_timeout(ch, &ev, timeout_ms);
+    REQUIRE(rc == 0 && ev, "waiting %d ms for %s: %s", timeout_ms, rdma_event_str(want),
+            strerror(errno));
+    REQUIRE(cmsafe_event_type(ev) == (int)want, "got %s (status %d), want %s",
+            rdma_event_str((enum rdma_cm_event_type)cmsafe_event_type(ev)),
+            cmsafe_event_status(ev), rdma_event_str(want));
+    return ev;
+}
+
+int cm_quiet(struct rdma_event_channel *ch, int ms)
+{
+    cmsafe_event *ev = NULL;
+    int rc = cmsafe_get_event_timeout(ch, &ev, ms);
+    int err = errno;
+    if (rc == 0) {
+        char line[256];
+        cmsafe_event_describe(ev, line, sizeof line);
+        CHECK(0, "an event arrived on a channel that must stay quiet: %s", line);
+        cmsafe_event_release(ev);
+        return 0;
+    }
+    CHECK(err == ETIMEDOUT, "waiting on a quiet channel: %s, want ETIMEDOUT", strerror(err));
+    return err == ETIMEDOUT;
+}
+
+int cm_wait_readable(struct rdma_event_channel *ch, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+    return poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
+}
+
+struct rdma_cm_id *cm_listen_ps(struct rdma_event_channel *ch, unsigned short port,
+                                enum rdma_port_space ps, int backlog)
+{
+    struct rdma_cm_id *id = NULL;
+    struct sockaddr_in sin = cm_addr(port);
+    REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0, "rdma_create_id: %s", strerror(errno));
+    REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&sin) == 0, "rdma_bind_addr: %s", strerror(errno));
+    REQUIRE(rdma_listen(id, backlog) == 0, "rdma_listen: %s", strerror(errno));
+    return id;
+}
+
+int cm_bytes_are(const unsigned char *p, size_t len, const void *sent, size_t sent_len,
+                 size_t want_len)
+{
+    if (len != want_len || (len > 0 && p == NULL) || sent_len > len)
+        return 0;
+    if (sent_len && memcmp(p, sent, sent_len) != 0)
+        return 0;
+    for (size_t i = sent_len; i < len; i++)
+        if (p[i] != 0)
+            return 0;
+    return 1;
+}
+
+int cm_sin(const struct sockaddr *sa, struct in_addr *addr, unsigned short *port)
+{
+    if (!sa || sa->sa_family != AF_INET)
+        return 0;
+    struct sockaddr_in sin;
+    memcpy(&sin, sa, sizeof sin);
+    *addr = sin.sin_addr;
+    *port = ntohs(sin.sin_port);
+    return 1;
+}
+
+int cm_try_create_qp(struct rdma_cm_id *id)
+{
+    struct ibv_qp_init_attr attr = {
+        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    if (rdma_create_qp(id, NULL, &attr) == 0)
+        return 0;
+    fprintf(stderr, "rdma_create_qp: %s\n", strerror(errno));
+    return -1;
+}
+
+int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
+{
+    struct rdma_conn_param p = conn_param(pdata, len);
+    if (rdma_accept(id, &p) == 0)
+        return 0;
+    fprintf(stderr, "rdma_accept: %s\n", strerror(errno));
+    return -1;
+}

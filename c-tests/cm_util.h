@@ -31,3 +31,48 @@ void cm_reject(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len);
 
 #endif
+
+/* ---- Helpers shared by the API tests (appended; the functions above are unchanged). ---- */
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC now, in nanoseconds (the clock cmsafe_event_time_ns uses). */
+uint64_t cm_now_ns(void);
+
+/* Milliseconds elapsed since `start_ns` (a cm_now_ns value). */
+double cm_ms_since(uint64_t start_ns);
+
+/* Fills `buf` with a pattern derived from `seed` (never all zero). */
+void cm_fill(unsigned char *buf, unsigned len, unsigned char seed);
+
+/* The process-wide counters now; fails the test if cmsafe_stats_get fails. */
+cmsafe_stats cm_stats(void);
+
+/* Fetches the next event on `ch` within `timeout_ms`; fails the test if none arrives or it is
+ * not of type `want`. The caller releases the result. */
+cmsafe_event *cm_expect_within(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+                               int timeout_ms);
+
+/* Checks that no event arrives on `ch` within `ms` milliseconds (an event that does arrive
+ * fails the test, is described on stderr and released). Returns 1 when the channel was quiet. */
+int cm_quiet(struct rdma_event_channel *ch, int ms);
+
+/* Waits until `ch`'s fd is readable (an event is queued), at most `timeout_ms`, without
+ * fetching anything. Returns 1 when readable. */
+int cm_wait_readable(struct rdma_event_channel *ch, int timeout_ms);
+
+/* A listen id bound to $RXE_ADDR:port in port space `ps`, with `backlog`. */
+struct rdma_cm_id *cm_listen_ps(struct rdma_event_channel *ch, unsigned short port,
+                                enum rdma_port_space ps, int backlog);
+
+/* Whether `p`/`len` is `want_len` bytes: the `sent_len` bytes of `sent`, then zeros. */
+int cm_bytes_are(const unsigned char *p, size_t len, const void *sent, size_t sent_len,
+                 size_t want_len);
+
+/* The IPv4 address and port of `sa` (host order port); 0 when `sa` is not AF_INET. */
+int cm_sin(const struct sockaddr *sa, struct in_addr *addr, unsigned short *port);
+
+/* For helper threads: as cm_create_qp / cm_accept, but they touch no harness counter (CHECK and
+ * REQUIRE are for the main thread only). Return 0, or -1 after a message on stderr. */
+int cm_try_create_qp(struct rdma_cm_id *id);
+int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);

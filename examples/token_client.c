@@ -10,7 +10,7 @@
  * Events come from cmsafe_get_event, so reading the ESTABLISHED event's private data (the
  * server's echo) needs no care about when librdmacm's event is acked.
  *
- * Build: cc -std=c11 token_client.c -lcmsafe -lrdmacm -libverbs
+ * Build: cc -std=c11 token_client.c $(pkg-config --cflags --libs cmsafe)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -13,7 +13,7 @@
  * When a client disconnects, the server disconnects too and frees the connection's QP and id.
  * It exits 0 when all CLIENTS connections were verified, accepted, established and disconnected.
  *
- * Build: cc -std=c11 token_server.c -lcmsafe -lrdmacm -libverbs
+ * Build: cc -std=c11 token_server.c $(pkg-config --cflags --libs cmsafe)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

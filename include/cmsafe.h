@@ -14,9 +14,23 @@
 #include <stdint.h>
 
 /**
+ * The cmsafe release this header belongs to (Cargo.toml). `cmsafe_version()` gives the
+ * version of the library loaded at run time.
+ */
+#define CMSAFE_VERSION_MAJOR 0
+#define CMSAFE_VERSION_MINOR 1
+#define CMSAFE_VERSION_PATCH 0
+#define CMSAFE_VERSION_STRING "0.1.0"
+
+/**
  * librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
  */
 #define CMSAFE_MAX_PRIVATE_DATA 255
+
+/**
+ * Acked copies kept alive at most, oldest released first.
+ */
+#define ACKED_CAP 4096
 
 /**
  * Entries in the per-type counters: one per known type, and one for unknown types.
@@ -124,7 +138,8 @@ const cmsafe_buf *cmsafe_buf_retain(const cmsafe_buf *buf);
  * released with the event: never release a buffer you did not retain.)
  *
  * NULL: a no-op. A buffer already released, or never returned by cmsafe, is reported and the
- * process aborts. Threads: atomic; any thread may release.
+ * process aborts (while its slot is in quarantine, as for `cmsafe_event_release`).
+ * Threads: atomic; any thread may release.
  */
 void cmsafe_buf_release(const cmsafe_buf *buf);
 
@@ -141,6 +156,49 @@ const uint8_t *cmsafe_buf_data(const cmsafe_buf *buf);
  * NULL: returns 0. Threads: any.
  */
 size_t cmsafe_buf_len(const cmsafe_buf *buf);
+
+/**
+ * `rdma_get_cm_event(3)` in safe mode: fetches the event, copies it, acks librdmacm's event at
+ * once and stores the copy in `*event`. The copy stays valid after the program's
+ * `rdma_ack_cm_event` until the event's id (or a CONNECT_REQUEST's listen id) is destroyed, or
+ * until 4096 newer events were acked.
+ *
+ * Ownership: `*event` belongs to cmsafe; the program acks it as before (`cmsafe_compat.h` maps
+ * `rdma_ack_cm_event` to `cmsafe_compat_ack_cm_event`). If the copy cannot be allocated,
+ * `*event` is librdmacm's own event, unacked, and the program's ack goes to librdmacm: nothing
+ * is lost, that event just is not protected.
+ *
+ * NULL: as `rdma_get_cm_event(3)` (EINVAL). Threads: as `rdma_get_cm_event(3)`.
+ * Returns 0, or -1 with errno from `rdma_get_cm_event(3)`.
+ *
+ * # Safety
+ * As `rdma_get_cm_event(3)`: `channel` is a live event channel, `event` writable.
+ */
+int cmsafe_compat_get_cm_event(struct rdma_event_channel *channel,
+                               struct rdma_cm_event **event);
+
+/**
+ * `rdma_ack_cm_event(3)` in safe mode: marks a copy from `cmsafe_compat_get_cm_event` acked
+ * (librdmacm's event was acked when it was copied). A second ack of the same copy is logged and
+ * ignored. A pointer that is not one of cmsafe's copies goes to `rdma_ack_cm_event(3)`.
+ *
+ * NULL: as `rdma_ack_cm_event(3)` (EINVAL). Threads: any.
+ * Returns 0, or -1 with errno from `rdma_ack_cm_event(3)`.
+ *
+ * # Safety
+ * As `rdma_ack_cm_event(3)`: `event` came from `rdma_get_cm_event` or its compat form.
+ */
+int cmsafe_compat_ack_cm_event(struct rdma_cm_event *event);
+
+/**
+ * `rdma_destroy_id(3)`, then the acked copies of the id's events are released.
+ *
+ * NULL, threads, return: as `rdma_destroy_id(3)`.
+ *
+ * # Safety
+ * As `rdma_destroy_id(3)`: `id` is a live cm_id.
+ */
+int cmsafe_compat_destroy_id(struct rdma_cm_id *id);
 
 /**
  * Takes one more reference to `ev`, for another owner (another thread, a queue, ...).
@@ -161,6 +219,9 @@ cmsafe_event *cmsafe_event_retain(const cmsafe_event *ev);
  *
  * NULL: a no-op. A handle already released, or never returned by cmsafe, is reported
  * (an error log naming the handle) and the process aborts: going on would corrupt memory.
+ * A released handle stays detectable while its slot waits in quarantine: at least 128 newer
+ * events fetched by the same thread (1024 across threads). A handle is a pointer: once its
+ * slot holds a newer event, a release through the stale handle releases that event.
  *
  * Threads: atomic; any thread may release.
  */
@@ -292,8 +353,9 @@ int cmsafe_event_describe(const cmsafe_event *ev,
  *
  * Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
  * queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
- * the event was neither acked nor dropped, and the next fetch on `ch` returns it), or the errno
- * of `rdma_get_cm_event(3)`.
+ * the event was neither acked nor dropped, and the next fetch on `ch` returns it; if the
+ * allocation that failed was the channel's own bookkeeping, made on its first fetch, nothing was
+ * taken from librdmacm at all), or the errno of `rdma_get_cm_event(3)`.
  */
 int cmsafe_get_event(struct rdma_event_channel *ch,
                      cmsafe_event **out);
@@ -328,13 +390,33 @@ int cmsafe_get_event_timeout(struct rdma_event_channel *ch,
  *
  * Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
  * (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before
- * the first event. An error after the first event ends the batch; the next call reports it (an
- * event that could not be copied is kept, unacked, for that call).
+ * the first event. An error after the first event ends the batch early and returns the events
+ * taken so far; it is not reported then. An event that could not be copied (ENOMEM) is kept,
+ * unacked, and is the first event of the next call; another error (EINTR, a failing
+ * `rdma_get_cm_event`) is reported by the next call if it recurs.
  */
 int cmsafe_get_events(struct rdma_event_channel *ch,
                       cmsafe_event **evs,
                       size_t max,
                       int timeout_ms);
+
+/**
+ * Copies an event the caller fetched with `rdma_get_cm_event(3)` itself, exactly as
+ * `cmsafe_get_event` would, without acking it: the caller still owns `raw` and acks it with
+ * `rdma_ack_cm_event(3)` (the copy does not depend on it afterwards).
+ *
+ * For event loops that must call librdmacm directly but want an owned copy to hand on.
+ *
+ * Ownership: on success `*out` receives a new event holding one reference, released with
+ * `cmsafe_event_release`; `*out` is written only on success.
+ * NULL: `raw` or `out` NULL fails with EINVAL. Threads: any; `raw` must not be acked meanwhile.
+ * Returns 0, or -1 with errno: EINVAL, or ENOMEM (nothing was copied; `raw` is untouched).
+ *
+ * # Safety
+ * `raw` is an unacked event from `rdma_get_cm_event(3)` whose cm_id is alive.
+ */
+int cmsafe_event_copy(const struct rdma_cm_event *raw,
+                      cmsafe_event **out);
 
 /**
  * The kernel's name for an IB CM reject reason (`enum ib_cm_rej_reason` in the kernel's
@@ -385,6 +467,17 @@ int cmsafe_stats_get(cmsafe_stats *out);
  * Not for production use. Threads: process-wide; any.
  */
 void cmsafe_debug_fail_alloc(int64_t skip);
+
+/**
+ * The version of the cmsafe library loaded at run time: "MAJOR.MINOR.PATCH", for example
+ * "0.1.0" (a pre-release adds its suffix, "0.2.0-rc.1"). `CMSAFE_VERSION_STRING` is the version
+ * of the header a program was compiled with; the library runs it when both have the same
+ * SONAME (0.MINOR before 1.0, then MAJOR) and the library is at least as new as the header.
+ *
+ * Ownership: a static string; never free it. NULL: never returns NULL. Threads: any.
+ * Returns the version string, NUL-terminated.
+ */
+const char *cmsafe_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

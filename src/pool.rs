@@ -27,13 +27,14 @@ use crate::stats::COUNTERS;
 const RESERVE_BYTES: usize = 1 << 30;
 /// Committed at a time.
 const COMMIT_BYTES: usize = 64 << 10;
-/// Freed slots that must be waiting before one is reused.
-const QUARANTINE: usize = 64;
+/// Freed slots that must be waiting in the pool before one is reused.
+const QUARANTINE: usize = 1024;
 const MAGIC_FREE: u32 = 0xdead_f4ee;
-/// A thread reuses one of its freed slots only when it holds more than this many.
-const LOCAL_MIN: usize = 16;
+/// A thread reuses one of its freed slots only when it holds more than this many: a released
+/// handle stays detectable for at least this many newer allocations in its thread.
+pub(crate) const LOCAL_MIN: usize = 128;
 /// Beyond this many, a thread gives its oldest free slots back to the pool.
-const LOCAL_MAX: usize = 64;
+const LOCAL_MAX: usize = 192;
 /// Slots moved between a thread and the pool at a time.
 const BATCH: usize = 32;
 /// Pools with a per-thread cache: see `Pool::new`'s `id`.
@@ -237,15 +238,21 @@ impl<T: Send + Sync + 'static> Pool<T> {
     fn take_index(&'static self) -> Result<u32, AllocError> {
         let local = LOCAL.try_with(|caches| {
             let mut cache = caches[self.id].borrow_mut();
-            if cache.free.len() <= LOCAL_MIN {
-                if cache.owner.is_none() {
-                    cache
-                        .free
-                        .try_reserve(LOCAL_MAX + BATCH)
-                        .map_err(|_| AllocError)?;
-                    cache.owner = Some(self);
-                }
+            if cache.owner.is_none() {
+                cache
+                    .free
+                    .try_reserve(LOCAL_MAX + BATCH)
+                    .map_err(|_| AllocError)?;
+                cache.owner = Some(self);
+            }
+            // Keep more than LOCAL_MIN waiting, so a slot freed here is reused only after at
+            // least LOCAL_MIN newer allocations.
+            while cache.free.len() <= LOCAL_MIN {
+                let before = cache.free.len();
                 self.refill(&mut cache.free)?;
+                if cache.free.len() == before {
+                    break;
+                }
             }
             cache.free.pop_front().ok_or(AllocError)
         });

@@ -49,7 +49,10 @@ impl SafeCopies {
     ///
     /// # Safety
     /// `raw` is a valid, unacked event from librdmacm.
-    pub unsafe fn adopt(&mut self, raw: *const rdma_cm_event) -> Result<*mut rdma_cm_event, AllocError> {
+    pub unsafe fn adopt(
+        &mut self,
+        raw: *const rdma_cm_event,
+    ) -> Result<*mut rdma_cm_event, AllocError> {
         // SAFETY: forwarded from the caller.
         let ev = unsafe { Event::copy_from_raw(raw) }?;
         let p = handle(&ev);
@@ -81,7 +84,8 @@ impl SafeCopies {
     pub fn id_destroyed(&mut self, id: usize) {
         let belongs = |ev: &Event| {
             ev.id() as usize == id
-                || (ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && ev.listen_id() as usize == id)
+                || (ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST
+                    && ev.listen_id() as usize == id)
         };
         let gone: Vec<usize> = self
             .acked

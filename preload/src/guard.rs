@@ -184,7 +184,8 @@ static RING_TYPE: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
 static RING_CODE: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_DATA: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_THREAD: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
-static RING_STACK: [[AtomicUsize; STACK]; RING] = [const { [const { AtomicUsize::new(0) }; STACK] }; RING];
+static RING_STACK: [[AtomicUsize; STACK]; RING] =
+    [const { [const { AtomicUsize::new(0) }; STACK] }; RING];
 static RING_HEAD: AtomicUsize = AtomicUsize::new(0);
 static RING_TAIL: AtomicUsize = AtomicUsize::new(0);
 
@@ -275,7 +276,10 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
         // what crash reporters do with it.
         let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
         for (k, slot) in RING_STACK[s].iter().enumerate() {
-            slot.store(if k < n { frames[k] as usize } else { 0 }, Ordering::Relaxed);
+            slot.store(
+                if k < n { frames[k] as usize } else { 0 },
+                Ordering::Relaxed,
+            );
         }
         RING_HEAD.store(i + 1, Ordering::Release);
     }

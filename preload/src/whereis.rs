@@ -101,7 +101,9 @@ pub fn describe_fault(code: usize, stack: &[usize]) -> String {
         Some((base, _)) if Some(base) == own => true,
         Some((_, name)) => {
             let file = name.rsplit('/').next().unwrap_or("");
-            file.starts_with("libc.so") || file.starts_with("libgcc_s") || file.starts_with("ld-linux")
+            file.starts_with("libc.so")
+                || file.starts_with("libgcc_s")
+                || file.starts_with("ld-linux")
         }
         None => true,
     };
@@ -111,7 +113,12 @@ pub fn describe_fault(code: usize, stack: &[usize]) -> String {
     }
     // The signal frame, then the faulting function's callers; a return address points just
     // after its call instruction.
-    match stack.iter().copied().filter(|&a| a != 0 && a != code).find(|&a| !is_system(a)) {
+    match stack
+        .iter()
+        .copied()
+        .filter(|&a| a != 0 && a != code)
+        .find(|&a| !is_system(a))
+    {
         Some(frame) => format!("{} (in {at})", describe(frame - 1)),
         None => at,
     }

@@ -26,7 +26,8 @@ pub extern "C" fn cmsafe_buf_retain(buf: *const cmsafe_buf) -> *const cmsafe_buf
 /// released with the event: never release a buffer you did not retain.)
 ///
 /// NULL: a no-op. A buffer already released, or never returned by cmsafe, is reported and the
-/// process aborts. Threads: atomic; any thread may release.
+/// process aborts (while its slot is in quarantine, as for `cmsafe_event_release`).
+/// Threads: atomic; any thread may release.
 #[no_mangle]
 pub extern "C" fn cmsafe_buf_release(buf: *const cmsafe_buf) {
     guard!((), {

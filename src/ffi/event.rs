@@ -40,6 +40,9 @@ pub extern "C" fn cmsafe_event_retain(ev: *const cmsafe_event) -> *mut cmsafe_ev
 ///
 /// NULL: a no-op. A handle already released, or never returned by cmsafe, is reported
 /// (an error log naming the handle) and the process aborts: going on would corrupt memory.
+/// A released handle stays detectable while its slot waits in quarantine: at least 128 newer
+/// events fetched by the same thread (1024 across threads). A handle is a pointer: once its
+/// slot holds a newer event, a release through the stale handle releases that event.
 ///
 /// Threads: atomic; any thread may release.
 #[no_mangle]

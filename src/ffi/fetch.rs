@@ -27,8 +27,9 @@ use crate::cm::rdma_event_channel;
 ///
 /// Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
 /// queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
-/// the event was neither acked nor dropped, and the next fetch on `ch` returns it), or the errno
-/// of `rdma_get_cm_event(3)`.
+/// the event was neither acked nor dropped, and the next fetch on `ch` returns it; if the
+/// allocation that failed was the channel's own bookkeeping, made on its first fetch, nothing was
+/// taken from librdmacm at all), or the errno of `rdma_get_cm_event(3)`.
 #[no_mangle]
 pub extern "C" fn cmsafe_get_event(
     ch: *mut rdma_event_channel,
@@ -106,8 +107,10 @@ pub extern "C" fn cmsafe_get_event_timeout(
 ///
 /// Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
 /// (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before
-/// the first event. An error after the first event ends the batch; the next call reports it (an
-/// event that could not be copied is kept, unacked, for that call).
+/// the first event. An error after the first event ends the batch early and returns the events
+/// taken so far; it is not reported then. An event that could not be copied (ENOMEM) is kept,
+/// unacked, and is the first event of the next call; another error (EINTR, a failing
+/// `rdma_get_cm_event`) is reported by the next call if it recurs.
 #[no_mangle]
 pub extern "C" fn cmsafe_get_events(
     ch: *mut rdma_event_channel,
@@ -132,6 +135,40 @@ pub extern "C" fn cmsafe_get_events(
         match result {
             Ok(count) => count as c_int,
             Err(e) => fail(e),
+        }
+    })
+}
+
+/// Copies an event the caller fetched with `rdma_get_cm_event(3)` itself, exactly as
+/// `cmsafe_get_event` would, without acking it: the caller still owns `raw` and acks it with
+/// `rdma_ack_cm_event(3)` (the copy does not depend on it afterwards).
+///
+/// For event loops that must call librdmacm directly but want an owned copy to hand on.
+///
+/// Ownership: on success `*out` receives a new event holding one reference, released with
+/// `cmsafe_event_release`; `*out` is written only on success.
+/// NULL: `raw` or `out` NULL fails with EINVAL. Threads: any; `raw` must not be acked meanwhile.
+/// Returns 0, or -1 with errno: EINVAL, or ENOMEM (nothing was copied; `raw` is untouched).
+///
+/// # Safety
+/// `raw` is an unacked event from `rdma_get_cm_event(3)` whose cm_id is alive.
+#[no_mangle]
+pub unsafe extern "C" fn cmsafe_event_copy(
+    raw: *const crate::cm::rdma_cm_event,
+    out: *mut *mut cmsafe_event,
+) -> c_int {
+    guard!(fail(libc::EIO), {
+        if raw.is_null() || out.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: a valid unacked event, per the contract.
+        match unsafe { crate::event::Event::copy_from_raw(raw) } {
+            Ok(event) => {
+                // SAFETY: `out` is not NULL and writable per the contract.
+                unsafe { *out = event.into_raw() as *mut cmsafe_event };
+                0
+            }
+            Err(_) => fail(libc::ENOMEM),
         }
     })
 }

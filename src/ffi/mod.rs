@@ -6,9 +6,11 @@
 //! out parameters are written only on success; failures return -1 (or NULL) with errno.
 
 mod buf;
+mod compat;
 mod event;
 mod fetch;
 mod observe;
+mod version;
 
 /// Runs a body so that a panic becomes the function's documented failure value instead of
 /// unwinding into C.

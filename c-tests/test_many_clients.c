@@ -1,0 +1,290 @@
+/* 128 clients connect at once to one server, in one process: clients spread over 4 channels,
+ * the server on its own. Every event is delivered exactly once: each client's ADDR_RESOLVED,
+ * ROUTE_RESOLVED, ESTABLISHED and DISCONNECTED; each CONNECT_REQUEST (a distinct child id, the
+ * client's unique private data seen exactly once), so each child is accepted exactly once; each
+ * child's ESTABLISHED and DISCONNECTED. Batches (cmsafe_get_events) drain the channels.
+ * At the end the counters balance: fetched == acked, nothing live or pending, and the per-type
+ * counts are exactly the events above. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cm_util.h"
+#include "harness.h"
+
+enum { PORT = 7720, CLIENTS = 128, CHANNELS = 4, PDATA = 48, REPLY = 12 };
+
+static struct rdma_event_channel *sch, *cch[CHANNELS];
+static struct rdma_cm_id *listen_id, *clients[CLIENTS], *children[CLIENTS];
+static unsigned char pdata[CLIENTS][PDATA];
+static uint64_t nonce;
+
+/* Per client: how often each of its events was seen. */
+static int addr_seen[CLIENTS], route_seen[CLIENTS], cest_seen[CLIENTS], cdisc_seen[CLIENTS];
+static int creq_seen[CLIENTS], accepted[CLIENTS], sest_seen[CLIENTS], sdisc_seen[CLIENTS];
+static int unexpected;
+static uint64_t fetched_here;
+
+/* The index a client id carries in its context (index + 1). */
+static int client_index(struct rdma_cm_id *id)
+{
+    intptr_t i = (intptr_t)id->context - 1;
+    return i >= 0 && i < CLIENTS && clients[i] == id ? (int)i : -1;
+}
+
+static int child_index(struct rdma_cm_id *id)
+{
+    for (int i = 0; i < CLIENTS; i++)
+        if (children[i] == id)
+            return i;
+    return -1;
+}
+
+static void make_pdata(int i)
+{
+    /* index, a per-run nonce, then a pattern: unique per client and per run. */
+    pdata[i][0] = (unsigned char)(i >> 8);
+    pdata[i][1] = (unsigned char)i;
+    memcpy(&pdata[i][2], &nonce, sizeof nonce);
+    cm_fill(&pdata[i][10], PDATA - 10, (unsigned char)(i * 13));
+}
+
+static void unexpected_event(const cmsafe_event *ev, const char *why)
+{
+    char line[256];
+    cmsafe_event_describe(ev, line, sizeof line);
+    if (unexpected++ < 5)
+        fprintf(stderr, "unexpected event (%s): %s\n", why, line);
+}
+
+/* A server event: CONNECT_REQUEST (check, accept), ESTABLISHED, DISCONNECTED (DREP, destroy). */
+static void server_event(cmsafe_event *ev)
+{
+    int type = cmsafe_event_type(ev);
+    struct rdma_cm_id *id = cmsafe_event_id(ev);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        CHECK(cmsafe_event_listen_id(ev) == listen_id, "CONNECT_REQUEST on another listener");
+        CHECK(child_index(id) < 0, "CONNECT_REQUEST child id %p delivered twice", (void *)id);
+        const cmsafe_buf *buf = cmsafe_event_private_data(ev);
+        const unsigned char *p = cmsafe_buf_data(buf);
+        int i = p ? (p[0] << 8 | p[1]) : -1;
+        if (i < 0 || i >= CLIENTS || !cm_bytes_are(p, cmsafe_buf_len(buf), pdata[i], PDATA, 56)) {
+            unexpected_event(ev, "private data of no client");
+            return;
+        }
+        creq_seen[i]++;
+        if (children[i] == NULL)
+            children[i] = id;
+        cm_create_qp(id);
+        unsigned char reply[REPLY];
+        memcpy(reply, pdata[i], REPLY);
+        cm_accept(id, reply, REPLY);
+        accepted[i]++;
+        return;
+    }
+    int i = child_index(id);
+    if (i < 0) {
+        unexpected_event(ev, "not a child");
+    } else if (type == RDMA_CM_EVENT_ESTABLISHED) {
+        sest_seen[i]++;
+    } else if (type == RDMA_CM_EVENT_DISCONNECTED) {
+        sdisc_seen[i]++;
+        CHECK(rdma_disconnect(id) == 0, "rdma_disconnect(child %d): %s", i, strerror(errno));
+        rdma_destroy_qp(id);
+        CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id(child %d)", i);
+        children[i] = (struct rdma_cm_id *)(uintptr_t)1; /* destroyed; never a real id */
+    } else {
+        unexpected_event(ev, "server");
+    }
+}
+
+static void client_event(cmsafe_event *ev)
+{
+    int type = cmsafe_event_type(ev);
+    struct rdma_cm_id *id = cmsafe_event_id(ev);
+    int i = client_index(id);
+    if (i < 0) {
+        unexpected_event(ev, "not a client");
+        return;
+    }
+    switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+        addr_seen[i]++;
+        break;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        route_seen[i]++;
+        break;
+    case RDMA_CM_EVENT_ESTABLISHED: {
+        cest_seen[i]++;
+        const cmsafe_buf *buf = cmsafe_event_private_data(ev);
+        CHECK(cm_bytes_are(cmsafe_buf_data(buf), cmsafe_buf_len(buf), pdata[i], REPLY, 196),
+              "client %d: ESTABLISHED does not carry its reply", i);
+        break;
+    }
+    case RDMA_CM_EVENT_DISCONNECTED:
+        cdisc_seen[i]++;
+        rdma_destroy_qp(id);
+        CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id(client %d)", i);
+        clients[i] = NULL; /* destroyed */
+        break;
+    default:
+        unexpected_event(ev, "client");
+    }
+}
+
+/* Drains every channel in turn, in batches, until `done` holds or `seconds` pass. */
+static int drain(int (*done)(void), int seconds, const char *what)
+{
+    uint64_t deadline = cm_now_ns() + (uint64_t)seconds * 1000000000u;
+    while (!done()) {
+        if (cm_now_ns() > deadline) {
+            CHECK(0, "%s: not done after %d s", what, seconds);
+            return 0;
+        }
+        cmsafe_event *evs[32];
+        int n = cmsafe_get_events(sch, evs, 32, 1);
+        if (n < 0) /* counted as a check only when it fails: this loop spins */
+            CHECK(0, "cmsafe_get_events(server): %s", strerror(errno));
+        for (int k = 0; k < n; k++) {
+            fetched_here++;
+            server_event(evs[k]);
+            cmsafe_event_release(evs[k]);
+        }
+        for (int c = 0; c < CHANNELS; c++) {
+            n = cmsafe_get_events(cch[c], evs, 32, 0);
+            if (n < 0)
+                CHECK(0, "cmsafe_get_events(client %d): %s", c, strerror(errno));
+            for (int k = 0; k < n; k++) {
+                fetched_here++;
+                client_event(evs[k]);
+                cmsafe_event_release(evs[k]);
+            }
+        }
+    }
+    return 1;
+}
+
+static int sum(const int *a)
+{
+    int s = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        s += a[i];
+    return s;
+}
+static int addrs_done(void) { return sum(addr_seen) >= CLIENTS; }
+static int routes_done(void) { return sum(route_seen) >= CLIENTS; }
+static int established(void) { return sum(cest_seen) >= CLIENTS && sum(sest_seen) >= CLIENTS; }
+static int disconnected(void) { return sum(cdisc_seen) >= CLIENTS && sum(sdisc_seen) >= CLIENTS; }
+
+/* Each of the 128 saw `what` exactly once. */
+static void exactly_once(const int *a, const char *what)
+{
+    int bad = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        if (a[i] != 1) {
+            if (bad++ < 5)
+                fprintf(stderr, "client %d: %s %d times\n", i, what, a[i]);
+        }
+    CHECK(bad == 0, "%d clients did not see %s exactly once", bad, what);
+}
+
+int main(void)
+{
+    harness_watchdog(55);
+    /* 256 QPs with librdmacm's default CQs: two completion channels (fds) each. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
+        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    nonce = cm_now_ns() ^ ((uint64_t)getpid() << 32);
+    cmsafe_stats s0 = cm_stats();
+    sch = rdma_create_event_channel();
+    REQUIRE(sch, "rdma_create_event_channel: %s", strerror(errno));
+    for (int c = 0; c < CHANNELS; c++) {
+        cch[c] = rdma_create_event_channel();
+        REQUIRE(cch[c], "rdma_create_event_channel: %s", strerror(errno));
+    }
+    listen_id = cm_listen_ps(sch, PORT, RDMA_PS_TCP, 256);
+
+    STEP("resolve %d addresses and routes", CLIENTS);
+    struct sockaddr_in dst = cm_addr(PORT);
+    for (int i = 0; i < CLIENTS; i++) {
+        make_pdata(i);
+        REQUIRE(rdma_create_id(cch[i % CHANNELS], &clients[i], (void *)(intptr_t)(i + 1),
+                               RDMA_PS_TCP) == 0,
+                "rdma_create_id %d: %s", i, strerror(errno));
+        REQUIRE(rdma_resolve_addr(clients[i], NULL, (struct sockaddr *)&dst, 5000) == 0,
+                "rdma_resolve_addr %d: %s", i, strerror(errno));
+    }
+    REQUIRE(drain(addrs_done, 20, "ADDR_RESOLVED"), "resolution failed");
+    for (int i = 0; i < CLIENTS; i++)
+        REQUIRE(rdma_resolve_route(clients[i], 5000) == 0, "rdma_resolve_route %d: %s", i,
+                strerror(errno));
+    REQUIRE(drain(routes_done, 20, "ROUTE_RESOLVED"), "route resolution failed");
+    exactly_once(addr_seen, "ADDR_RESOLVED");
+    exactly_once(route_seen, "ROUTE_RESOLVED");
+
+    STEP("connect all %d at once, accept each", CLIENTS);
+    for (int i = 0; i < CLIENTS; i++)
+        cm_create_qp(clients[i]);
+    for (int i = 0; i < CLIENTS; i++)
+        cm_connect(clients[i], pdata[i], PDATA);
+    uint64_t t0 = cm_now_ns();
+    REQUIRE(drain(established, 40, "ESTABLISHED"), "not all connections were established");
+    fprintf(stderr, "%d connections established in %.0f ms\n", CLIENTS, cm_ms_since(t0));
+    exactly_once(creq_seen, "its CONNECT_REQUEST");
+    exactly_once(accepted, "its child accepted");
+    exactly_once(cest_seen, "ESTABLISHED (client)");
+    exactly_once(sest_seen, "ESTABLISHED (child)");
+    int distinct = 1;
+    for (int i = 0; i < CLIENTS; i++)
+        for (int j = i + 1; j < CLIENTS; j++)
+            distinct &= children[i] != children[j];
+    CHECK(distinct, "two CONNECT_REQUESTs share a child id");
+
+    STEP("disconnect all; destroy each id at its DISCONNECTED");
+    for (int i = 0; i < CLIENTS; i++)
+        CHECK(rdma_disconnect(clients[i]) == 0, "rdma_disconnect %d: %s", i, strerror(errno));
+    REQUIRE(drain(disconnected, 40, "DISCONNECTED"), "not all connections were torn down");
+    exactly_once(cdisc_seen, "DISCONNECTED (client)");
+    exactly_once(sdisc_seen, "DISCONNECTED (child)");
+    /* Nothing else, on any channel (the ids are gone before their timewait ends). */
+    cm_quiet(sch, 200);
+    for (int c = 0; c < CHANNELS; c++)
+        cm_quiet(cch[c], 50);
+    CHECK_EQ_INT(unexpected, 0);
+    CHECK(rdma_destroy_id(listen_id) == 0, "rdma_destroy_id(listen)");
+
+    STEP("counters");
+    cmsafe_stats s1 = cm_stats();
+    uint64_t want[CMSAFE_EVENT_TYPE_SLOTS] = {0};
+    want[RDMA_CM_EVENT_ADDR_RESOLVED] = CLIENTS;
+    want[RDMA_CM_EVENT_ROUTE_RESOLVED] = CLIENTS;
+    want[RDMA_CM_EVENT_CONNECT_REQUEST] = CLIENTS;
+    want[RDMA_CM_EVENT_ESTABLISHED] = 2 * CLIENTS;
+    want[RDMA_CM_EVENT_DISCONNECTED] = 2 * CLIENTS;
+    uint64_t total = 0;
+    for (int t = 0; t < CMSAFE_EVENT_TYPE_SLOTS; t++) {
+        CHECK(s1.by_type[t] - s0.by_type[t] == want[t], "by_type[%d] (%s): %llu, want %llu", t,
+              rdma_event_str((enum rdma_cm_event_type)t),
+              (unsigned long long)(s1.by_type[t] - s0.by_type[t]), (unsigned long long)want[t]);
+        total += want[t];
+    }
+    CHECK_EQ_INT(fetched_here, total);
+    CHECK_EQ_INT(s1.fetched - s0.fetched, total);
+    CHECK_EQ_INT(s1.acked - s0.acked, total);
+    CHECK_EQ_INT(s1.fetched, s1.acked);
+    CHECK_EQ_INT(s1.released - s0.released, total);
+    CHECK_EQ_INT(s1.live_events, 0);
+    CHECK_EQ_INT(s1.live_buffers, 0);
+    CHECK_EQ_INT(s1.pending, 0);
+    CHECK_EQ_INT(s1.alloc_failures - s0.alloc_failures, 0);
+
+    for (int c = 0; c < CHANNELS; c++)
+        rdma_destroy_event_channel(cch[c]);
+    rdma_destroy_event_channel(sch);
+    return harness_exit();
+}
