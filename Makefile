@@ -22,7 +22,7 @@ EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 .PHONY: all deps build preload header header-check fmt-check clippy cargo-test c-tests \
         guest-test test demo clean
 
-all: build
+all: build preload
 
 deps:
 	@scripts/setup-deps
@@ -140,7 +140,10 @@ build: $(LIBOUT)/$(CMSAFE_SONAME)
 $(LIBOUT)/libcmsafe.so:
 	$(MAKE) build
 
-install: $(LIBOUT)/libcmsafe.so
+$(LIBOUT)/libcmsafe_preload.so:
+	$(MAKE) preload
+
+install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB)
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 0755 $(LIBOUT)/libcmsafe.so $(DESTDIR)$(LIBDIR)/$(CMSAFE_REALNAME)
 	ln -sfn $(CMSAFE_REALNAME) $(DESTDIR)$(LIBDIR)/$(CMSAFE_SONAME)
@@ -165,8 +168,8 @@ uninstall:
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
-# Only cmsafe_* exported, exactly the header's functions; the SONAME.
-abi-check: build
+# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's six names.
+abi-check: build preload
 	c-tests/check-abi
 
 # include/*.h alone as C99, C11, C++11, C++17 and cmsafe.hpp as C++11/17/20, gcc and clang.
