@@ -248,7 +248,8 @@ impl State {
         caller: whereis::Caller,
         late_ns: u64,
     ) -> Result<Option<usize>, bool> {
-        let place = whereis::describe(caller.addr);
+        // Named only when there is something to report: dladdr scans symbol tables.
+        let place = || whereis::describe(caller.addr);
         let Some(mut r) = self.live.remove(&ptr) else {
             if let Some(prev) = self.acked.get(&ptr) {
                 let msg = format!(
@@ -261,7 +262,7 @@ impl State {
                     event_type: prev.type_name(),
                     id: prev.id,
                     thread: whereis::thread_id(),
-                    place,
+                    place: place(),
                     message: msg,
                 };
                 self.add(f);
@@ -273,7 +274,7 @@ impl State {
                 event_type: "-",
                 id: 0,
                 thread: whereis::thread_id(),
-                place,
+                place: place(),
                 message: format!(
                     "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
                 ),
@@ -288,7 +289,7 @@ impl State {
                 held as f64 / 1e6,
                 late_ns / 1_000_000
             );
-            self.finding(Kind::LateAck, &r, &place, msg);
+            self.finding(Kind::LateAck, &r, &place(), msg);
         }
         self.held_ns.push(held);
         self.report.event(&r);
@@ -344,7 +345,6 @@ impl State {
 
     /// Before rdma_destroy_id(id).
     pub fn destroying(&mut self, id: *mut rdma_cm_id, caller: whereis::Caller) {
-        let place = whereis::describe(caller.addr);
         // SAFETY: the program passes a live id to rdma_destroy_id.
         let own = unsafe { (*id).event } as usize;
         let blocking = self.blocking(id as usize, own);
@@ -383,7 +383,7 @@ impl State {
             event_type: first.type_name(),
             id: id as usize,
             thread: me,
-            place,
+            place: whereis::describe(caller.addr),
             message: msg,
         };
         self.add(f);

@@ -28,31 +28,89 @@ fn object_base(addr: usize) -> Option<(usize, String)> {
     Some((info.dli_fbase as usize, name))
 }
 
-/// The frame that called into the preload.
-pub fn caller() -> Caller {
-    let own = object_base(caller as *const () as usize).map(|(b, _)| b);
-    let mut frames = [std::ptr::null_mut(); 24];
-    // SAFETY: a writable array of the given size.
-    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as i32) };
-    for &f in frames.iter().take(n.max(0) as usize) {
-        let addr = f as usize;
-        match object_base(addr) {
-            Some((base, _)) if Some(base) == own => continue,
-            Some((_, name)) => {
-                return Caller {
-                    addr,
-                    in_librdmacm: name.contains("librdmacm"),
-                }
-            }
-            None => {
-                return Caller {
-                    addr,
-                    in_librdmacm: false,
-                }
+/// Loaded objects' address ranges: this library's own, and librdmacm's. Classifying a frame is
+/// then two range checks; dladdr(3), which scans symbol tables, is kept for reports.
+struct Ranges {
+    own: Vec<(usize, usize)>,
+    rdmacm: Vec<(usize, usize)>,
+}
+
+fn load_ranges() -> Ranges {
+    struct Acc {
+        me: usize,
+        own: Vec<(usize, usize)>,
+        rdmacm: Vec<(usize, usize)>,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info and our own `data`.
+        let (info, acc) = unsafe { (&*info, &mut *(data as *mut Acc)) };
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-NULL, NUL-terminated.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut ranges = Vec::new();
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type == libc::PT_LOAD {
+                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                ranges.push((start, start + ph.p_memsz as usize));
             }
         }
+        if ranges.iter().any(|&(a, b)| acc.me >= a && acc.me < b) {
+            acc.own.extend(ranges);
+        } else if name.contains("librdmacm") {
+            acc.rdmacm.extend(ranges);
+        }
+        0
     }
-    Caller::default()
+    let mut acc = Acc {
+        me: load_ranges as *const () as usize,
+        own: Vec::new(),
+        rdmacm: Vec::new(),
+    };
+    // SAFETY: a valid callback and data pointer for the duration of the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut acc as *mut Acc as *mut libc::c_void) };
+    Ranges {
+        own: acc.own,
+        rdmacm: acc.rdmacm,
+    }
+}
+
+fn ranges() -> &'static Ranges {
+    static RANGES: once_cell::sync::OnceCell<Ranges> = once_cell::sync::OnceCell::new();
+    // librdmacm is loaded before any of its functions can call ours.
+    RANGES.get_or_init(load_ranges)
+}
+
+fn within(ranges: &[(usize, usize)], addr: usize) -> bool {
+    ranges.iter().any(|&(a, b)| addr >= a && addr < b)
+}
+
+/// The frame that called into the preload.
+pub fn caller() -> Caller {
+    let r = ranges();
+    // Our wrappers are a few frames deep: unwinding further is wasted work.
+    let mut frames = [std::ptr::null_mut(); 8];
+    // SAFETY: a writable array of the given size.
+    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as i32) };
+    frames
+        .iter()
+        .take(n.max(0) as usize)
+        .map(|&f| f as usize)
+        .find(|&addr| !within(&r.own, addr))
+        .map_or(Caller::default(), |addr| Caller {
+            addr,
+            in_librdmacm: within(&r.rdmacm, addr),
+        })
 }
 
 /// `symbol+0xoff (object)` or `object+0xoff`, for reports.
