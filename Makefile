@@ -83,7 +83,7 @@ guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
-      abi-check header-compile-check man-check version-check install-check
+      abi-check header-compile-check man-check version-check install-check storm-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -195,3 +195,73 @@ $(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h
 	@mkdir -p $(CTESTS)
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
+
+# ---- The reconnect storm (storm/, scripts/storm): N connections from several client processes,
+# all SIGKILLed at once, W waves, on three servers: the cmsafe API, the legacy ack-then-read
+# server under the safe-mode preload, and a correct raw librdmacm baseline.
+STORM          := target/storm
+STORM_FLAGS    := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -Iinclude -Istorm
+STORM_PROGRAMS := storm_server_cmsafe storm_server_legacy storm_server_raw storm_client
+STORM_PLAIN    := $(addprefix $(STORM)/,$(STORM_PROGRAMS))
+STORM_ASAN     := $(addprefix $(STORM)/asan/,storm_server_cmsafe storm_server_legacy storm_server_raw)
+STORM_DEPS     := storm/storm_common.c storm/storm.h include/cmsafe.h
+
+.PHONY: storm-bins storm-test storm-bench bench
+
+# Only the cmsafe server links libcmsafe: the legacy and raw servers and the client are plain
+# librdmacm programs.
+storm_libs = $(if $(findstring cmsafe,$(notdir $@)),$(CTEST_LIBS),-lrdmacm -libverbs)
+
+# Timed builds (-O2) and checked builds (ASan, UBSan, LSan) of the same sources.
+$(STORM_PLAIN): $(STORM)/%: storm/%.c $(STORM_DEPS) build
+	@mkdir -p $(@D)
+	$(CC) $(STORM_FLAGS) -O2 -o $@ $< storm/storm_common.c $(storm_libs)
+
+$(STORM_ASAN): $(STORM)/asan/%: storm/%.c $(STORM_DEPS) build
+	@mkdir -p $(@D)
+	$(CC) $(STORM_FLAGS) -O1 $(SAN_FLAGS) -o $@ $< storm/storm_common.c $(storm_libs)
+
+storm-bins: $(STORM_PLAIN) $(STORM_ASAN) preload
+
+# Small (part of `make test`): 100 connections x 2 waves; the legacy server's leak check under
+# valgrind; and the control: the legacy server without the preload, caught by ASan.
+storm-test: storm-bins
+	scripts/storm --conns 100 --clients 5 --waves 2 --legacy-check valgrind --control
+
+# Full (part of `make bench`): 500 connections x 10 waves, timed; the checked builds at 500 x 2
+# (the legacy server as an ASan build under the preload: valgrind is too slow at 500); and one
+# wave of each server under perf. Writes bench/results/storm.md.
+storm-bench: storm-bins
+	scripts/storm --out bench/results/storm.md --title "Reconnect storm: 500 connections, 10 waves" \
+	  --conns 500 --clients 5 --waves 10 --check-waves 2 --legacy-check asan --profile-waves 1
+
+bench: storm-bench
+
+# ---- Benchmarks (`make bench`): each writes bench/results/<name>.md and prints it. ----------------
+BENCH := target/bench
+BENCH_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O2 -Iinclude
+
+.PHONY: copy-bench setup-bench
+
+$(BENCH)/copy_path: benches/copy_path.c include/cmsafe.h build
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_FLAGS) -o $@ $< -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe
+
+$(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
+
+# 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
+copy-bench: $(BENCH)/copy_path
+	@mkdir -p bench/results
+	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
+	  $(BENCH)/copy_path 51 20000 100000; } | tee bench/results/copy-path.md
+
+# 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
+# cmtime's steps on the cmsafe API, alternated.
+setup-bench: $(BENCH)/cm_setup preload
+	@mkdir -p bench/results
+	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 5\`)"; \
+	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 5; } | tee bench/results/cm-setup.md
+
+bench: copy-bench setup-bench

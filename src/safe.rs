@@ -27,11 +27,19 @@ pub enum Ack {
     Unknown,
 }
 
+/// An acked copy's place in the ack order and in its ids' lists: its key (the pointer the
+/// program had) and sequence number, since a key may come back for a newer event.
+type Entry = (usize, u64);
+
 #[derive(Default)]
 pub struct SafeCopies {
     live: HashMap<usize, Event>,
     acked: HashMap<usize, Event>,
-    order: VecDeque<usize>,
+    /// Ack order, oldest first; entries whose copy already left are skipped.
+    order: VecDeque<Entry>,
+    /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
+    /// listen id); entries whose copy already left are skipped.
+    by_id: HashMap<usize, Vec<Entry>>,
 }
 
 /// The pointer a program reads an event copy through.
@@ -60,16 +68,33 @@ impl SafeCopies {
         Ok(p)
     }
 
+    fn holds(&self, (key, seq): Entry) -> bool {
+        self.acked.get(&key).is_some_and(|ev| ev.seq() == seq)
+    }
+
     pub fn ack(&mut self, ptr: *mut rdma_cm_event) -> Ack {
         let key = ptr as usize;
         if let Some(ev) = self.live.remove(&key) {
+            let entry = (key, ev.seq());
+            self.by_id.entry(ev.id() as usize).or_default().push(entry);
+            if ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null() {
+                self.by_id
+                    .entry(ev.listen_id() as usize)
+                    .or_default()
+                    .push(entry);
+            }
             self.acked.insert(key, ev);
-            self.order.push_back(key);
-            while self.order.len() > ACKED_CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.acked.remove(&old);
+            self.order.push_back(entry);
+            while self.acked.len() > ACKED_CAP {
+                match self.order.pop_front() {
+                    Some(e) if self.holds(e) => {
+                        self.acked.remove(&e.0);
+                    }
+                    Some(_) => {}
+                    None => break,
                 }
             }
+            self.compact();
             return Ack::Acked;
         }
         if self.acked.contains_key(&key) {
@@ -79,31 +104,107 @@ impl SafeCopies {
         }
     }
 
+    /// Drops entries whose copy already left, once they outnumber the copies: amortized O(1).
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * ACKED_CAP + 64 {
+            return;
+        }
+        let order = std::mem::take(&mut self.order);
+        self.order = order.into_iter().filter(|&e| self.holds(e)).collect();
+        let by_id = std::mem::take(&mut self.by_id);
+        self.by_id = by_id
+            .into_iter()
+            .filter_map(|(id, v)| {
+                let v: Vec<Entry> = v.into_iter().filter(|&e| self.holds(e)).collect();
+                (!v.is_empty()).then_some((id, v))
+            })
+            .collect();
+    }
+
     /// After rdma_destroy_id(id): acked copies of its events may go. Copies the program never
     /// acked stay valid: it may still read them.
     pub fn id_destroyed(&mut self, id: usize) {
-        let belongs = |ev: &Event| {
-            ev.id() as usize == id
-                || (ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST
-                    && ev.listen_id() as usize == id)
-        };
-        let gone: Vec<usize> = self
-            .acked
-            .iter()
-            .filter(|(_, ev)| belongs(ev))
-            .map(|(k, _)| *k)
-            .collect();
-        if gone.is_empty() {
-            return;
+        for e in self.by_id.remove(&id).unwrap_or_default() {
+            if self.holds(e) {
+                self.acked.remove(&e.0);
+            }
         }
-        for k in &gone {
-            self.acked.remove(k);
-        }
-        self.order.retain(|k| !gone.contains(k));
     }
 
     /// Copies handed out and not acked yet, and acked copies still kept.
     pub fn counts(&self) -> (usize, usize) {
         (self.live.len(), self.acked.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::{rdma_cm_event_type::*, rdma_cm_id};
+
+    fn raw(kind: u32, id: usize, listen: usize) -> rdma_cm_event {
+        // SAFETY: all-zero is a valid rdma_cm_event.
+        let mut ev: rdma_cm_event = unsafe { std::mem::zeroed() };
+        ev.event = kind;
+        ev.id = id as *mut rdma_cm_id;
+        ev.listen_id = listen as *mut rdma_cm_id;
+        ev
+    }
+
+    #[test]
+    fn acked_copies_live_until_their_id_is_destroyed() {
+        // Zeroed cm_ids: the copy reads their addresses and (NULL) device.
+        let ids: Vec<Box<rdma_cm_id>> = (0..3)
+            // SAFETY: all-zero is a valid rdma_cm_id.
+            .map(|_| Box::new(unsafe { std::mem::zeroed() }))
+            .collect();
+        let (a, b, listen) = (
+            &*ids[0] as *const _ as usize,
+            &*ids[1] as *const _ as usize,
+            &*ids[2] as *const _ as usize,
+        );
+        let mut c = SafeCopies::new();
+        // SAFETY: valid events whose ids are live (zeroed) cm_ids.
+        let (p1, p2, p3) = unsafe {
+            (
+                c.adopt(&raw(RDMA_CM_EVENT_ESTABLISHED, a, 0)).unwrap(),
+                c.adopt(&raw(RDMA_CM_EVENT_ESTABLISHED, b, 0)).unwrap(),
+                c.adopt(&raw(RDMA_CM_EVENT_CONNECT_REQUEST, b, listen))
+                    .unwrap(),
+            )
+        };
+        assert_eq!(c.counts(), (3, 0));
+        assert_eq!(c.ack(p1), Ack::Acked);
+        assert_eq!(c.ack(p1), Ack::AlreadyAcked);
+        assert_eq!(c.ack(p2), Ack::Acked);
+        assert_eq!(c.ack(p3), Ack::Acked);
+        assert_eq!(c.ack(0x1000 as *mut rdma_cm_event), Ack::Unknown);
+        assert_eq!(c.counts(), (0, 3));
+        // Still readable after the ack.
+        // SAFETY: p1 is a kept copy.
+        assert_eq!(unsafe { (*p1).event }, RDMA_CM_EVENT_ESTABLISHED);
+        c.id_destroyed(a);
+        assert_eq!(c.counts(), (0, 2));
+        // The CONNECT_REQUEST goes with its listen id too; the other with its id.
+        c.id_destroyed(listen);
+        assert_eq!(c.counts(), (0, 1));
+        c.id_destroyed(b);
+        assert_eq!(c.counts(), (0, 0));
+    }
+
+    #[test]
+    fn at_most_the_cap_is_kept() {
+        // SAFETY: all-zero is a valid rdma_cm_id.
+        let id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        let idp = &*id as *const _ as usize;
+        let mut c = SafeCopies::new();
+        for _ in 0..ACKED_CAP + 100 {
+            // SAFETY: a valid event with a live id.
+            let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_DISCONNECTED, idp, 0)) }.unwrap();
+            assert_eq!(c.ack(p), Ack::Acked);
+        }
+        assert_eq!(c.counts(), (0, ACKED_CAP));
+        c.id_destroyed(idp);
+        assert_eq!(c.counts(), (0, 0));
     }
 }

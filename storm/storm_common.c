@@ -1,0 +1,406 @@
+/* The storm's shared code: tokens, clocks, and the server core every storm server runs (see
+ * storm.h). The core never fetches or acks an event: each server does that its own way and
+ * hands the event's fields to storm_handle. */
+#define _GNU_SOURCE
+#include "storm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *storm_prog = "storm";
+
+/* ---- tokens, clocks, messages ----------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) /* splitmix64 */
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+void storm_token(char out[STORM_TOKEN_MAX], uint64_t seed, unsigned wave, unsigned index)
+{
+    uint64_t a = mix64(seed ^ ((uint64_t)wave << 40) ^ (2ULL * index + 1)), b = mix64(a);
+    snprintf(out, STORM_TOKEN_MAX, "storm:%u:%u:%016llx%016llx", wave, index,
+             (unsigned long long)a, (unsigned long long)b);
+}
+
+void storm_reply(char out[STORM_REPLY_LEN], unsigned index)
+{
+    memset(out, 0, STORM_REPLY_LEN);
+    snprintf(out, STORM_REPLY_LEN, "ok:%u", index);
+}
+
+static uint64_t clock_us(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t storm_real_us(void) { return clock_us(CLOCK_REALTIME); }
+uint64_t storm_mono_us(void) { return clock_us(CLOCK_MONOTONIC); }
+
+/* This process's CPU time so far (user + system), in microseconds. */
+static uint64_t cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+void storm_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "%s: FAIL: ", storm_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+unsigned long long storm_number(const char *s, const char *what)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || !end || end == s || *end || s[0] == '-')
+        storm_die("%s: not a number: \"%s\"", what, s);
+    return v;
+}
+
+/* ---- the server core -------------------------------------------------------------------- */
+
+enum conn_state { FREE, ACCEPTED, ESTABLISHED, CLOSED };
+
+struct conn {
+    struct rdma_cm_id *id;
+    enum conn_state state;
+};
+
+static struct conn conns[STORM_MAX_CONNS];
+static struct rdma_event_channel *channel;
+static struct rdma_cm_id *listener;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static uint64_t seed;
+static unsigned nconns, nwaves, wave_timeout_s;
+
+/* This wave's progress; the alarm handler reads these (plain loads of aligned words). */
+static volatile unsigned wave, requested, established, destroyed, in_destroy;
+static bool all_established;
+static uint64_t first_event_us, last_event_us, last_destroy_us, destroy_max_us;
+static uint64_t cpu_start_us, cpu_established_us;
+static unsigned disconnected, timewait, other_after, events_wave;
+static uint64_t got, acked, events_total;
+static unsigned waves_done;
+
+void storm_count_get(void) { got++; }
+void storm_count_ack(void) { acked++; }
+
+/* Async-signal-safe: appends `v` in decimal to `p`, returns the new end. */
+static char *put_uint(char *p, unsigned v)
+{
+    char digits[12];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = digits[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
+/* The wave's bound: if it has not ended in time, say where it stood and fail the run. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    char msg[256], *p = msg;
+    p = put_str(p, storm_prog);
+    p = put_str(p, ": FAIL: wave ");
+    p = put_uint(p, wave);
+    p = put_str(p, " did not end within ");
+    p = put_uint(p, wave_timeout_s);
+    p = put_str(p, " s: requests ");
+    p = put_uint(p, requested);
+    p = put_str(p, ", established ");
+    p = put_uint(p, established);
+    p = put_str(p, ", destroyed ");
+    p = put_uint(p, destroyed);
+    p = put_str(p, " of ");
+    p = put_uint(p, nconns);
+    p = put_str(p, in_destroy ? " (blocked inside rdma_destroy_id)\n" : "\n");
+    if (write(2, msg, (size_t)(p - msg)) < 0) {
+        /* nothing more to do */
+    }
+    _exit(3);
+}
+
+struct rdma_event_channel *storm_server_init(const char *name, int argc, char **argv)
+{
+    storm_prog = name;
+    if (argc != 7)
+        storm_die("usage: %s ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S", name);
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, argv[1], &addr.sin_addr) != 1)
+        storm_die("not an IPv4 address: %s", argv[1]);
+    addr.sin_port = htons((uint16_t)storm_number(argv[2], "PORT"));
+    seed = storm_number(argv[3], "SEED");
+    nconns = (unsigned)storm_number(argv[4], "CONNS");
+    nwaves = (unsigned)storm_number(argv[5], "WAVES");
+    wave_timeout_s = (unsigned)storm_number(argv[6], "WAVE_TIMEOUT_S");
+    if (nconns < 1 || nconns > STORM_MAX_CONNS || nwaves < 1 || wave_timeout_s < 1)
+        storm_die("CONNS must be 1..%d, WAVES and WAVE_TIMEOUT_S at least 1", STORM_MAX_CONNS);
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct sigaction sa = {.sa_handler = on_alarm};
+    sigaction(SIGALRM, &sa, NULL);
+
+    channel = rdma_create_event_channel();
+    if (!channel)
+        storm_die("rdma_create_event_channel: %s", strerror(errno));
+    if (rdma_create_id(channel, &listener, NULL, RDMA_PS_TCP))
+        storm_die("rdma_create_id: %s", strerror(errno));
+    if (rdma_bind_addr(listener, (struct sockaddr *)&addr))
+        storm_die("rdma_bind_addr %s: %s", argv[1], strerror(errno));
+    if (rdma_listen(listener, 1024))
+        storm_die("rdma_listen: %s", strerror(errno));
+    if (!listener->verbs)
+        storm_die("%s is not an RDMA device's address", argv[1]);
+    /* One PD and one CQ for every QP: no completion channel (no fd) per connection, so the
+     * number of connections is not bounded by RLIMIT_NOFILE. Nothing is ever posted. */
+    pd = ibv_alloc_pd(listener->verbs);
+    if (!pd)
+        storm_die("ibv_alloc_pd: %s", strerror(errno));
+    cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
+    if (!cq)
+        storm_die("ibv_create_cq: %s", strerror(errno));
+    printf("STORM listening server=%s addr=%s port=%s conns=%u waves=%u\n", name, argv[1],
+           argv[2], nconns, nwaves);
+    return channel;
+}
+
+void storm_wave_begin(unsigned w)
+{
+    wave = w;
+    requested = established = destroyed = 0;
+    all_established = false;
+    first_event_us = last_event_us = last_destroy_us = destroy_max_us = 0;
+    disconnected = timewait = other_after = events_wave = 0;
+    memset(conns, 0, sizeof conns);
+    /* The wave's alarm is armed by its first event: a server may wait, idle, for its turn. */
+    printf("STORM ready wave=%u us=%llu\n", w, (unsigned long long)storm_real_us());
+}
+
+int storm_wave_done(void) { return all_established && destroyed == nconns; }
+
+void storm_wave_end(void)
+{
+    alarm(0);
+    uint64_t cpu_end_us = cpu_us();
+    printf("STORM wave=%u conns=%u first_event_us=%llu last_event_us=%llu last_destroy_us=%llu "
+           "disconnected=%u timewait=%u other=%u destroy_max_us=%llu events=%u "
+           "cpu_connect_us=%llu cpu_drain_us=%llu\n",
+           wave, nconns, (unsigned long long)first_event_us, (unsigned long long)last_event_us,
+           (unsigned long long)last_destroy_us, disconnected, timewait, other_after,
+           (unsigned long long)destroy_max_us, events_wave,
+           (unsigned long long)(cpu_established_us - cpu_start_us),
+           (unsigned long long)(cpu_end_us - cpu_established_us));
+    waves_done++;
+}
+
+/* Verifies a CONNECT_REQUEST's token; returns the connection index. A wrong token is the
+ * failure the storm is about (private data read from memory that was not the event's): fatal. */
+static unsigned verify_token(const void *pdata, size_t len)
+{
+    if (!pdata || !len || !memchr(pdata, '\0', len))
+        storm_die("wave %u: private data (%zu bytes) holds no NUL-terminated token", wave, len);
+    const char *token = pdata;
+    unsigned w = 0, index = 0;
+    int used = 0;
+    if (sscanf(token, "storm:%u:%u:%n", &w, &index, &used) != 2 || used == 0)
+        storm_die("wave %u: malformed token \"%s\"", wave, token);
+    if (w != wave || index >= nconns)
+        storm_die("wave %u: token \"%s\" is for wave %u index %u (%u connections)", wave, token, w,
+                  index, nconns);
+    if (conns[index].state != FREE)
+        storm_die("wave %u: connection %u requested twice", wave, index);
+    char want[STORM_TOKEN_MAX];
+    storm_token(want, seed, wave, index);
+    if (strcmp(token, want) != 0)
+        storm_die("wave %u: connection %u sent \"%s\", want \"%s\"", wave, index, token, want);
+    return index;
+}
+
+static void on_request(struct rdma_cm_id *id, const void *pdata, size_t len)
+{
+    unsigned index = verify_token(pdata, len);
+    requested++;
+    struct conn *c = &conns[index];
+    c->id = id;
+    c->state = ACCEPTED;
+    id->context = c;
+
+    struct ibv_qp_init_attr attr = {
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = {.max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    if (rdma_create_qp(id, pd, &attr))
+        storm_die("wave %u: rdma_create_qp (connection %u of %u): %s", wave, requested, nconns,
+                  strerror(errno));
+    char reply[STORM_REPLY_LEN];
+    storm_reply(reply, index);
+    struct rdma_conn_param param = {
+        .private_data = reply,
+        .private_data_len = sizeof reply,
+        .responder_resources = 1,
+        .initiator_depth = 1,
+    };
+    if (rdma_accept(id, &param))
+        storm_die("wave %u: rdma_accept: %s", wave, strerror(errno));
+}
+
+static struct conn *conn_of(struct rdma_cm_id *id, int type)
+{
+    struct conn *c = id ? id->context : NULL;
+    if (!c || c < conns || c >= conns + nconns || c->id != id)
+        storm_die("wave %u: %s for an id that is not one of this wave's connections", wave,
+                  rdma_event_str((enum rdma_cm_event_type)type));
+    return c;
+}
+
+/* Disconnects (answering the peer's DREQ, or sending one), then frees the QP and the id. */
+static void close_conn(struct conn *c)
+{
+    rdma_disconnect(c->id); /* fails harmlessly when the connection is already gone */
+    rdma_destroy_qp(c->id); /* every QP before its id */
+    uint64_t t0 = storm_mono_us();
+    in_destroy = 1;
+    if (rdma_destroy_id(c->id))
+        storm_die("wave %u: rdma_destroy_id: %s", wave, strerror(errno));
+    in_destroy = 0;
+    uint64_t dt = storm_mono_us() - t0;
+    if (dt > destroy_max_us)
+        destroy_max_us = dt;
+    c->id = NULL;
+    c->state = CLOSED;
+    destroyed++;
+    last_destroy_us = storm_real_us();
+}
+
+int storm_closes(int type)
+{
+    switch (type) {
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata,
+                  size_t pdata_len)
+{
+    if (events_wave++ == 0) {
+        alarm(wave_timeout_s); /* the wave's bound: from its first event to its last destroy */
+        cpu_start_us = cpu_us();
+    }
+    events_total++;
+    if (all_established) {
+        last_event_us = storm_real_us();
+        if (!first_event_us)
+            first_event_us = last_event_us;
+    }
+
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        if (all_established)
+            storm_die("wave %u: a CONNECT_REQUEST after the wave was established", wave);
+        on_request(id, pdata, pdata_len);
+        return;
+    }
+    if (type == RDMA_CM_EVENT_ESTABLISHED) {
+        struct conn *c = conn_of(id, type);
+        if (c->state != ACCEPTED)
+            storm_die("wave %u: ESTABLISHED twice for one connection", wave);
+        c->state = ESTABLISHED;
+        if (++established == nconns) {
+            all_established = true;
+            cpu_established_us = cpu_us();
+            printf("STORM established wave=%u conns=%u us=%llu\n", wave, nconns,
+                   (unsigned long long)storm_real_us());
+        }
+        return;
+    }
+    if (storm_closes(type)) {
+        struct conn *c = conn_of(id, type);
+        if (!all_established)
+            storm_die("wave %u: %s (status %d) before every connection was established "
+                      "(%u of %u)", wave, rdma_event_str((enum rdma_cm_event_type)type), status,
+                      established, nconns);
+        if (type == RDMA_CM_EVENT_DISCONNECTED)
+            disconnected++;
+        else
+            other_after++;
+        close_conn(c);
+        return;
+    }
+    if (type == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+        timewait++; /* only for an id still alive: the storm servers destroy on DISCONNECTED */
+        return;
+    }
+    other_after++;
+    fprintf(stderr, "%s: wave %u: unexpected %s (status %d)\n", storm_prog, wave,
+            rdma_event_str((enum rdma_cm_event_type)type), status);
+}
+
+int storm_server_finish(void)
+{
+    int rc = 0;
+    if (waves_done != nwaves) {
+        fprintf(stderr, "%s: FAIL: %u of %u waves ended\n", storm_prog, waves_done, nwaves);
+        rc = 1;
+    }
+    if (rdma_destroy_id(listener))
+        storm_die("rdma_destroy_id(listener): %s", strerror(errno));
+    if (ibv_destroy_cq(cq))
+        storm_die("ibv_destroy_cq: %s", strerror(errno));
+    if (ibv_dealloc_pd(pd))
+        storm_die("ibv_dealloc_pd: %s", strerror(errno));
+    rdma_destroy_event_channel(channel);
+    printf("STORM done server=%s waves=%u conns=%u events=%llu got=%llu acked=%llu\n", storm_prog,
+           waves_done, nconns, (unsigned long long)events_total, (unsigned long long)got,
+           (unsigned long long)acked);
+    if (got != acked) {
+        fprintf(stderr, "%s: FAIL: %llu events fetched, %llu acked\n", storm_prog,
+                (unsigned long long)got, (unsigned long long)acked);
+        rc = 1;
+    }
+    return rc;
+}
