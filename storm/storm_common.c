@@ -394,9 +394,11 @@ int storm_server_finish(void)
     if (ibv_dealloc_pd(pd))
         storm_die("ibv_dealloc_pd: %s", strerror(errno));
     rdma_destroy_event_channel(channel);
-    printf("STORM done server=%s waves=%u conns=%u events=%llu got=%llu acked=%llu\n", storm_prog,
-           waves_done, nconns, (unsigned long long)events_total, (unsigned long long)got,
-           (unsigned long long)acked);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* ru_maxrss: the peak resident set, in KiB */
+    printf("STORM done server=%s waves=%u conns=%u events=%llu got=%llu acked=%llu maxrss_kb=%ld\n",
+           storm_prog, waves_done, nconns, (unsigned long long)events_total, (unsigned long long)got,
+           (unsigned long long)acked, ru.ru_maxrss);
     if (got != acked) {
         fprintf(stderr, "%s: FAIL: %llu events fetched, %llu acked\n", storm_prog,
                 (unsigned long long)got, (unsigned long long)acked);
