@@ -255,7 +255,14 @@ $(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
 copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
 	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
-	  $(BENCH)/copy_path 51 20000 100000; } | tee bench/results/copy-path.md
+	  $(BENCH)/copy_path 51 20000 100000; echo; \
+	  echo "### Where the time goes: \`perf record -e cpu-clock $(BENCH)/copy_path 21 20000 1000\`"; \
+	  echo; echo "Share of all samples (cmsafe and the hand copy run alternately; libc's malloc/free"; \
+	  echo "and memmove belong mostly to the hand copy):"; echo; \
+	  perf record -q -e cpu-clock -o $(BENCH)/copy.perf.data $(BENCH)/copy_path 21 20000 1000 >/dev/null 2>&1 && \
+	  perf report -i $(BENCH)/copy.perf.data --stdio --no-children --sort dso,sym 2>/dev/null | \
+	    grep -E '^ +[0-9]' | head -n 14 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
+	} | tee bench/results/copy-path.md
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, alternated.
