@@ -83,7 +83,8 @@ guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
-      abi-check header-compile-check man-check version-check install-check storm-test
+      abi-check header-compile-check man-check version-check install-check storm-test \
+      preload-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -195,6 +196,33 @@ $(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h
 	@mkdir -p $(CTESTS)
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
+
+# --- Preload tests: programs on RAW librdmacm that model unmodified applications, run with and
+# without libcmsafe_preload.so by scripts/preload-misuse-tests (in the guest). No sanitizers (ASan
+# and an LD_PRELOAD library do not mix) and no cmsafe: they must not depend on it.
+PRELOAD_TESTS       := target/preload-tests
+PRELOAD_TEST_FLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Ic-tests
+PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
+PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_ack \
+        misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
+        misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
+        misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv
+PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS))
+
+$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/harness.h
+	@mkdir -p $(PRELOAD_TESTS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
+
+.PHONY: preload-tests preload-test
+preload-tests: $(PRELOAD_TEST_BINS)
+
+# The preload on the real stack, one guest boot: every misuse program raw, under audit and under
+# safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw, qperf,
+# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it.
+preload-test: preload preload-tests
+	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
+	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ]'
 
 # ---- The reconnect storm (storm/, scripts/storm): N connections from several client processes,
 # all SIGKILLed at once, W waves, on three servers: the cmsafe API, the legacy ack-then-read

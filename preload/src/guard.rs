@@ -28,6 +28,7 @@ static BASE: AtomicUsize = AtomicUsize::new(0);
 static STATE: [AtomicU8; PAGES] = [const { AtomicU8::new(FREE) }; PAGES];
 static SEQ: [AtomicU64; PAGES] = [const { AtomicU64::new(0) }; PAGES];
 static TYPE: [AtomicU32; PAGES] = [const { AtomicU32::new(0) }; PAGES];
+static ID: [AtomicUsize; PAGES] = [const { AtomicUsize::new(0) }; PAGES];
 
 struct Pages {
     free: Vec<u32>,
@@ -140,6 +141,8 @@ pub unsafe fn copy_to_page(
     SEQ[page as usize].store(seq, Ordering::Relaxed);
     // SAFETY: `raw` is valid.
     TYPE[page as usize].store(unsafe { (*raw).event }, Ordering::Relaxed);
+    // SAFETY: `raw` is valid.
+    ID[page as usize].store(unsafe { (*raw).id } as usize, Ordering::Relaxed);
     STATE[page as usize].store(LIVE, Ordering::Release);
     Some((page, copy))
 }
@@ -168,6 +171,7 @@ pub fn recycle(page: u32) {
 pub struct Fault {
     pub seq: u64,
     pub event_type: u32,
+    pub id: usize,
     pub code_addr: usize,
     pub data_addr: usize,
     pub thread: i32,
@@ -181,6 +185,7 @@ pub const STACK: usize = 12;
 const RING: usize = 256;
 static RING_SEQ: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
 static RING_TYPE: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
+static RING_ID: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_CODE: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_DATA: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
 static RING_THREAD: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
@@ -199,6 +204,7 @@ pub fn drain_faults() -> Vec<Fault> {
         out.push(Fault {
             seq: RING_SEQ[i].load(Ordering::Relaxed),
             event_type: RING_TYPE[i].load(Ordering::Relaxed),
+            id: RING_ID[i].load(Ordering::Relaxed),
             code_addr: RING_CODE[i].load(Ordering::Relaxed),
             data_addr: RING_DATA[i].load(Ordering::Relaxed),
             thread: RING_THREAD[i].load(Ordering::Relaxed) as i32,
@@ -268,6 +274,7 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
         let s = i % RING;
         RING_SEQ[s].store(seq, Ordering::Relaxed);
         RING_TYPE[s].store(ty, Ordering::Relaxed);
+        RING_ID[s].store(ID[page].load(Ordering::Relaxed), Ordering::Relaxed);
         RING_CODE[s].store(code, Ordering::Relaxed);
         RING_DATA[s].store(data_addr, Ordering::Relaxed);
         RING_THREAD[s].store(tid as u32, Ordering::Relaxed);
@@ -289,6 +296,8 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
     line.push_dec(seq);
     line.push(b" type=");
     line.push(cmsafe::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
+    line.push(b" id=");
+    line.push_hex(ID[page].load(Ordering::Relaxed) as u64);
     line.push(b" thread=");
     line.push_dec(tid as u64);
     line.push(b": read of the event at ");

@@ -29,7 +29,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 
 use config::{Mode, CONFIG};
-use track::with_state;
+use track::{with_state, Op};
 
 fn errno() -> i32 {
     // SAFETY: the calling thread's errno slot.
@@ -54,6 +54,33 @@ fn quietly(f: impl FnOnce()) {
         eprintln!("==cmsafe== internal error (caught); the call went on unchecked");
     }
     set_errno(saved);
+}
+
+/// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
+/// ack them while it waits); events other threads hold get up to CMSAFE_LATE_ACK_MS to be acked
+/// (a program's event thread may be about to), and are reported if they are not.
+fn judge_wait(op: Op, id: *mut rdma_cm_id) {
+    quietly(|| {
+        let caller = whereis::caller();
+        // SAFETY: the program passes a live id to librdmacm.
+        let (mine, others) = with_state(|s| unsafe { s.waits_for(op, id) });
+        if !mine.is_empty() {
+            with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
+        }
+        if others.is_empty() {
+            return;
+        }
+        let start = track::now_ns();
+        let mut left = others;
+        while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            left = with_state(|s| s.still_unacked(&left));
+        }
+        if !left.is_empty() {
+            let waited_ms = (track::now_ns() - start) / 1_000_000;
+            with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
+        }
+    });
 }
 
 /// rdma_get_cm_event(3), interposed.
@@ -141,10 +168,7 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
-    quietly(|| {
-        let caller = whereis::caller();
-        with_state(|s| s.destroying(id, caller));
-    });
+    judge_wait(Op::DestroyId, id);
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
     let saved = errno();
@@ -166,10 +190,7 @@ pub unsafe extern "C" fn rdma_migrate_id(
         return missing();
     };
     if CONFIG.mode != Mode::Off && !id.is_null() {
-        quietly(|| {
-            let caller = whereis::caller();
-            with_state(|s| s.migrating(id, caller));
-        });
+        judge_wait(Op::MigrateId, id);
     }
     // SAFETY: passed on as given.
     unsafe { real(id, channel) }
@@ -206,10 +227,7 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
         return;
     };
     if CONFIG.mode != Mode::Off && !id.is_null() {
-        quietly(|| {
-            let caller = whereis::caller();
-            with_state(|s| s.destroying_qp(id as usize, caller));
-        });
+        judge_wait(Op::DestroyQp, id);
     }
     // SAFETY: passed on as given.
     unsafe { real(id) }

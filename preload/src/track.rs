@@ -50,6 +50,14 @@ impl Record {
     }
 }
 
+/// Operations that wait for (or should follow) the acks of an id's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    DestroyId,
+    MigrateId,
+    DestroyQp,
+}
+
 /// Acked events remembered for double-ack detection (and, in audit mode, guarded pages kept
 /// in quarantine).
 const ACKED_CAP: usize = 4096;
@@ -138,7 +146,7 @@ impl State {
                 kind: Kind::UseAfterAck,
                 seq: fault.seq,
                 event_type: event_type_name(fault.event_type),
-                id: self.id_of_seq(fault.seq),
+                id: fault.id,
                 thread: fault.thread,
                 place: whereis::describe_fault(fault.code_addr, &fault.stack),
                 message: format!(
@@ -149,13 +157,6 @@ impl State {
             self.report.finding(&f);
             self.findings.push(f);
         }
-    }
-
-    fn id_of_seq(&self, seq: u64) -> usize {
-        self.acked
-            .values()
-            .find(|r| r.seq == seq)
-            .map_or(0, |r| r.id)
     }
 
     /// A new event, got from librdmacm as `raw`; returns the pointer to hand out and, in safe
@@ -343,51 +344,114 @@ impl State {
             .join(", ")
     }
 
-    /// Before rdma_destroy_id(id).
-    pub fn destroying(&mut self, id: *mut rdma_cm_id, caller: whereis::Caller) {
-        // SAFETY: the program passes a live id to rdma_destroy_id.
-        let own = unsafe { (*id).event } as usize;
-        let blocking = self.blocking(id as usize, own);
-        if blocking.is_empty() {
-            return;
-        }
-        let me = whereis::thread_id();
-        let mine: Vec<usize> = blocking
-            .iter()
-            .copied()
-            .filter(|p| self.live[p].thread == me)
-            .collect();
-        let (kind, msg) = if !mine.is_empty() {
-            (
-                Kind::DestroyInOwnHandler,
-                format!(
-                    "rdma_destroy_id called by the thread that holds {} unacked event(s) of this id ({}): it will wait for itself forever",
-                    mine.len(),
-                    self.list(&mine)
-                ),
-            )
-        } else {
-            (
-                Kind::DestroyWithUnacked,
-                format!(
-                    "rdma_destroy_id will wait forever for these {} events: {}",
-                    blocking.len(),
-                    self.list(&blocking)
-                ),
-            )
+    /// The unacked events an operation on `id` waits for (rdma_destroy_id, rdma_migrate_id), or
+    /// that it should not run before (rdma_destroy_qp and the id's DISCONNECTED), split into
+    /// those the calling thread holds and those other threads hold.
+    ///
+    /// # Safety
+    /// `id` is a live cm_id (the program passes it to librdmacm).
+    pub unsafe fn waits_for(&self, op: Op, id: *mut rdma_cm_id) -> (Vec<usize>, Vec<usize>) {
+        let ptrs = match op {
+            Op::DestroyId | Op::MigrateId => {
+                // SAFETY: forwarded from the caller.
+                let own = unsafe { (*id).event } as usize;
+                self.blocking(id as usize, own)
+            }
+            Op::DestroyQp => {
+                let mut v: Vec<usize> = self
+                    .live
+                    .iter()
+                    .filter(|(_, r)| {
+                        r.id == id as usize
+                            && r.event_type == RDMA_CM_EVENT_DISCONNECTED
+                            && !r.internal
+                            && !r.reported
+                    })
+                    .map(|(p, _)| *p)
+                    .collect();
+                v.sort_by_key(|p| self.live[p].seq);
+                v
+            }
         };
-        let first = &self.live[&blocking[0]];
+        let me = whereis::thread_id();
+        ptrs.into_iter().partition(|p| self.live[p].thread == me)
+    }
+
+    /// Which of `ptrs` are still unacked.
+    pub fn still_unacked(&self, ptrs: &[usize]) -> Vec<usize> {
+        ptrs.iter()
+            .copied()
+            .filter(|p| self.live.contains_key(p))
+            .collect()
+    }
+
+    /// Reports that `op` on `id` meets the unacked events `ptrs`: held by this thread
+    /// (`waited_ms` None), or by others that did not ack them within `waited_ms`.
+    pub fn report_wait(
+        &mut self,
+        op: Op,
+        id: usize,
+        ptrs: &[usize],
+        caller: whereis::Caller,
+        waited_ms: Option<u64>,
+    ) {
+        let ptrs = self.still_unacked(ptrs);
+        let Some(&first) = ptrs.first() else { return };
+        let safe = CONFIG.mode == Mode::Safe;
+        let list = self.list(&ptrs);
+        let n = ptrs.len();
+        let held = match waited_ms {
+            None => "held by this very thread".to_string(),
+            Some(ms) => {
+                format!("still unacked after {ms} ms waiting for the threads that hold them")
+            }
+        };
+        let (kind, message) = match (op, waited_ms) {
+            (Op::DestroyId, None) => (
+                Kind::DestroyInOwnHandler,
+                if safe {
+                    format!("rdma_destroy_id called by the thread that holds {n} unacked event(s) of this id ({list}): without cmsafe it would wait for itself forever (safe mode acked them)")
+                } else {
+                    format!("rdma_destroy_id called by the thread that holds {n} unacked event(s) of this id ({list}): it will wait for itself forever")
+                },
+            ),
+            (Op::DestroyId, Some(_)) => {
+                (
+                    Kind::DestroyWithUnacked,
+                    if safe {
+                        format!("without cmsafe, rdma_destroy_id would wait forever for these {n} events ({held}): {list}; safe mode acked them")
+                    } else {
+                        format!("rdma_destroy_id will wait forever for these {n} events ({held}): {list}")
+                    },
+                )
+            }
+            (Op::MigrateId, _) => {
+                (
+                    Kind::MigrateWithUnacked,
+                    if safe {
+                        format!("without cmsafe, rdma_migrate_id would wait forever for these {n} events ({held}): {list}; safe mode acked them")
+                    } else {
+                        format!("rdma_migrate_id will wait forever for these {n} events ({held}): {list}")
+                    },
+                )
+            }
+            (Op::DestroyQp, _) => (
+                Kind::QpDestroyBeforeAck,
+                format!("rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): {list}"),
+            ),
+        };
+        let r = &self.live[&first];
         let f = Finding {
             kind,
-            seq: first.seq,
-            event_type: first.type_name(),
-            id: id as usize,
-            thread: me,
+            seq: r.seq,
+            event_type: r.type_name(),
+            id,
+            thread: whereis::thread_id(),
             place: whereis::describe(caller.addr),
-            message: msg,
+            message,
         };
         self.add(f);
-        for p in blocking {
+        for p in ptrs {
             if let Some(r) = self.live.get_mut(&p) {
                 r.reported = true;
             }
@@ -397,36 +461,6 @@ impl State {
     /// After rdma_destroy_id(id) returned: safe mode's acked copies of its events may go.
     pub fn destroyed(&mut self, id: usize) {
         self.copies.id_destroyed(id);
-    }
-
-    /// Before rdma_migrate_id(id, ...).
-    pub fn migrating(&mut self, id: *mut rdma_cm_id, caller: whereis::Caller) {
-        // SAFETY: the program passes a live id to rdma_migrate_id.
-        let own = unsafe { (*id).event } as usize;
-        let blocking = self.blocking(id as usize, own);
-        if blocking.is_empty() {
-            return;
-        }
-        let first = &self.live[&blocking[0]];
-        let f = Finding {
-            kind: Kind::MigrateWithUnacked,
-            seq: first.seq,
-            event_type: first.type_name(),
-            id: id as usize,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
-            message: format!(
-                "rdma_migrate_id will wait forever for these {} events: {}",
-                blocking.len(),
-                self.list(&blocking)
-            ),
-        };
-        self.add(f);
-        for p in blocking {
-            if let Some(r) = self.live.get_mut(&p) {
-                r.reported = true;
-            }
-        }
     }
 
     /// Before rdma_destroy_event_channel(channel).
@@ -460,27 +494,6 @@ impl State {
             if let Some(r) = self.live.get_mut(&p) {
                 r.reported = true;
             }
-        }
-    }
-
-    /// Before rdma_destroy_qp(id).
-    pub fn destroying_qp(&mut self, id: usize, caller: whereis::Caller) {
-        let found = self
-            .live
-            .values()
-            .filter(|r| r.id == id && r.event_type == RDMA_CM_EVENT_DISCONNECTED && !r.internal)
-            .min_by_key(|r| r.seq)
-            .map(|r| (r.seq, r.type_name()));
-        if let Some((seq, ty)) = found {
-            self.add(Finding {
-                kind: Kind::QpDestroyBeforeAck,
-                seq,
-                event_type: ty,
-                id,
-                thread: whereis::thread_id(),
-                place: whereis::describe(caller.addr),
-                message: "rdma_destroy_qp while the id's DISCONNECTED is unacked".to_string(),
-            });
         }
     }
 

@@ -1,0 +1,64 @@
+/* Connection helpers for the preload tests, on RAW librdmacm: these programs model unmodified
+ * applications, so every event is fetched with rdma_get_cm_event and acked (or not) with
+ * rdma_ack_cm_event by the program itself. Built without cmsafe and without sanitizers; run with
+ * and without libcmsafe_preload.so by scripts/preload-misuse-tests. */
+#ifndef CMSAFE_RAW_UTIL_H
+#define CMSAFE_RAW_UTIL_H
+
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+/* Private data every connecting test sends: the runner greps the reports for RAW_TOKEN_TAG to
+ * prove that no private data byte ever appears in them. */
+#define RAW_TOKEN_TAG "PDTOKEN-5e7d1c"
+#define RAW_TOKEN RAW_TOKEN_TAG "-cmsafe-misuse-probe"
+
+/* A port nothing listens on: connecting to it yields REJECTED (status 8) at once. */
+enum { RAW_NO_LISTENER_PORT = 7499 };
+
+/* The guest's RDMA address ($RXE_ADDR, set by scripts/rxe-vm) and a port. */
+struct sockaddr_in raw_addr(unsigned short port);
+
+/* rdma_create_event_channel, required to work. */
+struct rdma_event_channel *raw_channel(void);
+
+/* Fetches the next event on `ch` with rdma_get_cm_event; fails the test unless it is of type
+ * `want`. The event is NOT acked: the caller owns it. */
+struct rdma_cm_event *raw_get(struct rdma_event_channel *ch, enum rdma_cm_event_type want);
+
+/* rdma_ack_cm_event, required to return 0. */
+void raw_ack(struct rdma_cm_event *ev);
+
+/* raw_get then raw_ack at once: the well-behaved way. */
+void raw_get_ack(struct rdma_event_channel *ch, enum rdma_cm_event_type want);
+
+/* A listen id bound to $RXE_ADDR:port on `ch`. */
+struct rdma_cm_id *raw_listen(struct rdma_event_channel *ch, unsigned short port);
+
+/* A client id on `ch` with its address and route resolved: fetches and acks ADDR_RESOLVED and
+ * ROUTE_RESOLVED (two events). With `with_qp`, an RC QP is created on it. */
+struct rdma_cm_id *raw_client(struct rdma_event_channel *ch, unsigned short port, int with_qp);
+
+/* An RC QP on `id` with librdmacm's default PD and CQs. */
+void raw_create_qp(struct rdma_cm_id *id);
+
+/* rdma_connect / rdma_accept / rdma_reject with `len` bytes of private data. */
+void raw_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len);
+void raw_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);
+void raw_reject(struct rdma_cm_id *id);
+
+/* A connected RC pair inside one process, every event acked at once except where noted.
+ * Events fetched, in this order: ADDR_RESOLVED, ROUTE_RESOLVED (client), CONNECT_REQUEST
+ * (listener), ESTABLISHED (client), ESTABLISHED (server child): seq 1..5 in a fresh process.
+ * With `hold_server_established`, the child's ESTABLISHED is returned unacked in *held. */
+struct raw_pair {
+    struct rdma_event_channel *sch, *cch;
+    struct rdma_cm_id *listen, *client, *child;
+};
+void raw_pair_connect(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held);
+
+/* Prints `len` bytes as text on stdout after `label`: printable bytes as they are, others as
+ * '.'. Used by the use-after-ack program to show what it read. */
+void raw_print_bytes(const char *label, const void *data, size_t len);
+
+#endif
