@@ -28,11 +28,6 @@
 #define CMSAFE_MAX_PRIVATE_DATA 255
 
 /**
- * Acked copies kept alive at most, oldest released first.
- */
-#define ACKED_CAP 4096
-
-/**
  * Entries in the per-type counters: one per known type, and one for unknown types.
  */
 #define CMSAFE_EVENT_TYPE_SLOTS 17
