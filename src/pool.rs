@@ -379,6 +379,68 @@ impl<T: Send + Sync + 'static> Pool<T> {
     }
 }
 
+/// A value that lives in a pool: which pool, and which C call gives a reference back (for
+/// misuse reports).
+pub(crate) trait Pooled: Send + Sync + Sized + 'static {
+    fn pool() -> &'static Pool<Self>;
+    const RELEASE: &'static str;
+}
+
+/// One counted reference to a pooled value: cloning retains, dropping releases.
+pub(crate) struct Handle<T: Pooled>(NonNull<Slot<T>>);
+
+// SAFETY: the value is immutable once made (T: Sync) and the refcount is atomic.
+unsafe impl<T: Pooled> Send for Handle<T> {}
+// SAFETY: as above.
+unsafe impl<T: Pooled> Sync for Handle<T> {}
+
+impl<T: Pooled> Handle<T> {
+    /// Takes over the one reference a fresh slot holds.
+    pub(crate) fn new(slot: NonNull<Slot<T>>) -> Self {
+        Handle(slot)
+    }
+
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: we hold a reference, so the slot is live.
+        T::pool().value(unsafe { self.0.as_ref() })
+    }
+
+    /// The handle C sees; it carries this reference.
+    #[cfg(feature = "capi")]
+    pub(crate) fn into_raw(self) -> *const u8 {
+        let ptr = self.as_raw();
+        std::mem::forget(self);
+        ptr
+    }
+
+    #[cfg(feature = "capi")]
+    pub(crate) fn as_raw(&self) -> *const u8 {
+        self.0.as_ptr() as *const u8
+    }
+
+    /// Takes over the reference a C handle carries, after checking the handle (a released or
+    /// foreign one is reported and aborts).
+    #[cfg(feature = "capi")]
+    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
+        Handle(NonNull::from(T::pool().check(ptr, op)))
+    }
+}
+
+impl<T: Pooled> Clone for Handle<T> {
+    fn clone(&self) -> Self {
+        // SAFETY: we hold a reference, so the slot is live.
+        T::pool().retain(unsafe { self.0.as_ref() });
+        Handle(self.0)
+    }
+}
+
+impl<T: Pooled> Drop for Handle<T> {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference, so the slot is live.
+        T::pool().release(unsafe { self.0.as_ref() }, T::RELEASE);
+    }
+}
+
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
 #[cold]
 fn misuse(what: std::fmt::Arguments<'_>) -> ! {

@@ -15,6 +15,7 @@
 //! and never lets a panic cross into the program.
 
 mod config;
+mod entry;
 mod findings;
 mod guard;
 mod lifecycle;
@@ -59,9 +60,9 @@ fn quietly(f: impl FnOnce()) {
 /// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
 /// ack them while it waits); events other threads hold get up to CMSAFE_LATE_ACK_MS to be acked
 /// (a program's event thread may be about to), and are reported if they are not.
-fn judge_wait(op: Op, id: *mut rdma_cm_id) {
+fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) {
     quietly(|| {
-        let caller = whereis::caller();
+        let caller = whereis::caller_at(ret);
         // SAFETY: the program passes a live id to librdmacm.
         let (mine, others) = with_state(|s| unsafe { s.waits_for(op, id) });
         if !mine.is_empty() {
@@ -87,10 +88,10 @@ fn judge_wait(op: Op, id: *mut rdma_cm_id) {
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_get_cm_event(
+unsafe extern "C" fn get_cm_event(
     channel: *mut rdma_event_channel,
     event: *mut *mut rdma_cm_event,
+    ret: usize,
 ) -> i32 {
     let Some(real) = real::get_event() else {
         return missing();
@@ -109,7 +110,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     let mut handed = raw;
     let mut ack_now = false;
     quietly(|| {
-        let caller = whereis::caller();
+        let caller = whereis::caller_at(ret);
         // SAFETY: `raw` was just returned by librdmacm, unacked.
         (handed, ack_now) = with_state(|s| unsafe { s.got(channel as usize, raw, caller, mode) });
     });
@@ -130,8 +131,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32 {
+unsafe extern "C" fn ack_cm_event(event: *mut rdma_cm_event, ret: usize) -> i32 {
     let Some(real) = real::ack_event() else {
         return missing();
     };
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32 {
     }
     let mut verdict: Result<Option<usize>, bool> = Err(true);
     quietly(|| {
-        let caller = whereis::caller();
+        let caller = whereis::caller_at(ret);
         verdict = with_state(|s| s.ack(event as usize, caller, CONFIG.late_ack_ns));
     });
     match verdict {
@@ -159,8 +159,7 @@ pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32 {
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> i32 {
+unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
     let Some(real) = real::destroy_id() else {
         return missing();
     };
@@ -168,7 +167,7 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
-    judge_wait(Op::DestroyId, id);
+    judge_wait(Op::DestroyId, id, ret);
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
     let saved = errno();
@@ -181,16 +180,16 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> i32 {
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_migrate_id(
+unsafe extern "C" fn migrate_id(
     id: *mut rdma_cm_id,
     channel: *mut rdma_event_channel,
+    ret: usize,
 ) -> i32 {
     let Some(real) = real::migrate_id() else {
         return missing();
     };
     if CONFIG.mode != Mode::Off && !id.is_null() {
-        judge_wait(Op::MigrateId, id);
+        judge_wait(Op::MigrateId, id, ret);
     }
     // SAFETY: passed on as given.
     unsafe { real(id, channel) }
@@ -200,15 +199,14 @@ pub unsafe extern "C" fn rdma_migrate_id(
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
+unsafe extern "C" fn destroy_event_channel(channel: *mut rdma_event_channel, ret: usize) {
     let Some(real) = real::destroy_channel() else {
         set_errno(libc::ENOSYS);
         return;
     };
     if CONFIG.mode != Mode::Off && !channel.is_null() {
         quietly(|| {
-            let caller = whereis::caller();
+            let caller = whereis::caller_at(ret);
             with_state(|s| s.destroying_channel(channel as usize, caller));
         });
     }
@@ -220,14 +218,13 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_cha
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-#[no_mangle]
-pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+unsafe extern "C" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
     let Some(real) = real::destroy_qp() else {
         set_errno(libc::ENOSYS);
         return;
     };
     if CONFIG.mode != Mode::Off && !id.is_null() {
-        judge_wait(Op::DestroyQp, id);
+        judge_wait(Op::DestroyQp, id, ret);
     }
     // SAFETY: passed on as given.
     unsafe { real(id) }

@@ -95,7 +95,19 @@ fn within(ranges: &[(usize, usize)], addr: usize) -> bool {
     ranges.iter().any(|&(a, b)| addr >= a && addr < b)
 }
 
-/// The frame that called into the preload.
+/// The caller whose return address the entry point passed (0: unknown, then the stack is
+/// walked).
+pub fn caller_at(ret: usize) -> Caller {
+    if ret == 0 {
+        return caller();
+    }
+    Caller {
+        addr: ret,
+        in_librdmacm: within(&ranges().rdmacm, ret),
+    }
+}
+
+/// The frame that called into the preload, found by walking the stack.
 pub fn caller() -> Caller {
     let r = ranges();
     // Our wrappers are a few frames deep: unwinding further is wasted work.

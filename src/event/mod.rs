@@ -4,20 +4,26 @@ mod copy;
 mod describe;
 mod private_data;
 
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
-use crate::pool::{AllocError, Pool, Slot};
+use crate::pool::{AllocError, Handle, Pool, Pooled};
 use crate::status::{self, StatusKind, Transport};
 
 /// Process-wide fetch order; starts at 1 so 0 never names an event.
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) static EVENTS: Pool<EventData> = Pool::new(0, "cmsafe_event", 0xc5e7_e7e7);
+
+impl Pooled for EventData {
+    fn pool() -> &'static Pool<Self> {
+        &EVENTS
+    }
+    const RELEASE: &'static str = "cmsafe_event_release";
+}
 
 pub(crate) struct EventData {
     /// The view handed to C: librdmacm's struct with `private_data` pointing into our buffer.
@@ -40,13 +46,8 @@ unsafe impl Sync for EventData {}
 
 /// An immutable, refcounted copy of one event; the original was acked when this was made.
 /// Cloning is cheap (a refcount), and the copy may be sent to and shared with other threads.
-pub struct Event(NonNull<Slot<EventData>>);
-
-// SAFETY: the data never changes after the copy and the refcount is atomic; the raw pointers
-// inside (`id`, `listen_id`) are the application's cm_ids and are never dereferenced through it.
-unsafe impl Send for Event {}
-// SAFETY: as above.
-unsafe impl Sync for Event {}
+#[derive(Clone)]
+pub struct Event(Handle<EventData>);
 
 /// Events copied so far: every copy took one sequence number, and only a copy takes one.
 pub(crate) fn copied() -> u64 {
@@ -108,7 +109,7 @@ impl Event {
             })
         }?;
         crate::stats::count_type(event_type);
-        Ok(Event(event))
+        Ok(Event(Handle::new(event)))
     }
 
     /// Copies an event obtained from librdmacm by other means (the LD_PRELOAD library gets
@@ -122,8 +123,7 @@ impl Event {
     }
 
     fn data(&self) -> &EventData {
-        // SAFETY: we hold a reference, so the slot is live.
-        EVENTS.value(unsafe { self.0.as_ref() })
+        self.0.get()
     }
 
     /// librdmacm's view of the copy; its `private_data` points into [`Event::private_data`].
@@ -198,37 +198,19 @@ impl Event {
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
-        let ptr = self.0.as_ptr() as *const u8;
-        std::mem::forget(self);
-        ptr
+        self.0.into_raw()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle.
     #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
-        Event(NonNull::from(EVENTS.check(ptr, op)))
+        Event(Handle::from_raw(ptr, op))
     }
 
     /// Borrows a C handle without taking its reference.
     #[cfg(feature = "capi")]
     pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
-        let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
-        f(&borrowed)
-    }
-}
-
-impl Clone for Event {
-    fn clone(&self) -> Self {
-        // SAFETY: we hold a reference, so the slot is live.
-        EVENTS.retain(unsafe { self.0.as_ref() });
-        Event(self.0)
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: we hold a reference, so the slot is live.
-        EVENTS.release(unsafe { self.0.as_ref() }, "cmsafe_event_release");
+        f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }
 }
 

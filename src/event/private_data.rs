@@ -1,8 +1,6 @@
 //! Private data bytes in a refcounted buffer that can outlive its event and cross threads.
 
-use std::ptr::NonNull;
-
-use crate::pool::{AllocError, Pool, Slot};
+use crate::pool::{AllocError, Handle, Pool, Pooled};
 
 /// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
 pub const MAX_PRIVATE_DATA: usize = 255;
@@ -14,16 +12,19 @@ pub(crate) struct BufData {
 
 pub(crate) static BUFS: Pool<BufData> = Pool::new(1, "cmsafe_buf", 0xc5e7_b0f0);
 
+impl Pooled for BufData {
+    fn pool() -> &'static Pool<Self> {
+        &BUFS
+    }
+    const RELEASE: &'static str = "cmsafe_buf_release";
+}
+
 /// An immutable, refcounted copy of an event's private data. Cloning is a refcount.
 ///
 /// The length is what the transport reported, which on IB/RoCE can exceed what the peer sent
 /// (a CONNECT_REQUEST carries 56 bytes, zero-padded after the peer's own).
-pub struct PrivateData(NonNull<Slot<BufData>>);
-
-// SAFETY: the bytes never change after the copy; the refcount is atomic.
-unsafe impl Send for PrivateData {}
-// SAFETY: as above.
-unsafe impl Sync for PrivateData {}
+#[derive(Clone)]
+pub struct PrivateData(Handle<BufData>);
 
 impl PrivateData {
     /// Copies `bytes` (at most [`MAX_PRIVATE_DATA`]; librdmacm's `uint8_t` length never asks
@@ -40,12 +41,11 @@ impl PrivateData {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len);
             })
         }?;
-        Ok(PrivateData(slot))
+        Ok(PrivateData(Handle::new(slot)))
     }
 
     fn data(&self) -> &BufData {
-        // SAFETY: we hold a reference, so the slot is live.
-        BUFS.value(unsafe { self.0.as_ref() })
+        self.0.get()
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -64,42 +64,24 @@ impl PrivateData {
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
-        let ptr = self.0.as_ptr() as *const u8;
-        std::mem::forget(self);
-        ptr
+        self.0.into_raw()
     }
 
     #[cfg(feature = "capi")]
     pub(crate) fn as_raw(&self) -> *const u8 {
-        self.0.as_ptr() as *const u8
+        self.0.as_raw()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle.
     #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
-        PrivateData(NonNull::from(BUFS.check(ptr, op)))
+        PrivateData(Handle::from_raw(ptr, op))
     }
 
     /// Borrows a C handle without taking its reference.
     #[cfg(feature = "capi")]
     pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
-        let borrowed = std::mem::ManuallyDrop::new(Self::from_raw(ptr, op));
-        f(&borrowed)
-    }
-}
-
-impl Clone for PrivateData {
-    fn clone(&self) -> Self {
-        // SAFETY: we hold a reference, so the slot is live.
-        BUFS.retain(unsafe { self.0.as_ref() });
-        PrivateData(self.0)
-    }
-}
-
-impl Drop for PrivateData {
-    fn drop(&mut self) {
-        // SAFETY: we hold a reference, so the slot is live.
-        BUFS.release(unsafe { self.0.as_ref() }, "cmsafe_buf_release");
+        f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }
 }
 

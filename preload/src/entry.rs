@@ -1,0 +1,62 @@
+//! The exported names. On x86_64 each is a two-instruction trampoline that passes the caller's
+//! return address (at [rsp] on entry) as one more argument and jumps to the implementation in
+//! lib.rs: who called is then known for nothing, where walking the stack with backtrace(3) on
+//! every event cost more than the rest of the preload's work together. Elsewhere the
+//! implementation walks the stack itself (return address 0).
+
+use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
+
+/// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
+/// last one of `args` (System V: rdi, rsi, rdx).
+macro_rules! entry {
+    ($(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $imp:path, $reg:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As librdmacm's own function: the arguments are what its man page asks for.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+            core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {imp}", imp = sym $imp)
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As librdmacm's own function: the arguments are what its man page asks for.
+        #[cfg(not(target_arch = "x86_64"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+            // SAFETY: forwarded.
+            unsafe { $imp($($arg,)* 0) }
+        }
+    };
+}
+
+entry!(
+    /// rdma_get_cm_event(3), interposed.
+    rdma_get_cm_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> i32,
+    crate::get_cm_event, "rdx"
+);
+entry!(
+    /// rdma_ack_cm_event(3), interposed.
+    rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32, crate::ack_cm_event, "rsi"
+);
+entry!(
+    /// rdma_destroy_id(3), interposed.
+    rdma_destroy_id(id: *mut rdma_cm_id) -> i32, crate::destroy_id, "rsi"
+);
+entry!(
+    /// rdma_migrate_id(3), interposed.
+    rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> i32,
+    crate::migrate_id, "rdx"
+);
+entry!(
+    /// rdma_destroy_event_channel(3), interposed.
+    rdma_destroy_event_channel(channel: *mut rdma_event_channel), crate::destroy_event_channel, "rsi"
+);
+entry!(
+    /// rdma_destroy_qp(3), interposed.
+    rdma_destroy_qp(id: *mut rdma_cm_id), crate::destroy_qp, "rsi"
+);
