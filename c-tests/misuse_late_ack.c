@@ -22,13 +22,7 @@ int main(int argc, char **argv)
     harness_watchdog(60);
     struct rdma_event_channel *ch = raw_channel();
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = raw_addr(PORT);
-    REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
-    REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
-            "rdma_resolve_addr: %s", strerror(errno));
-    raw_get_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED); /* seq 1 */
-    REQUIRE(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
-    struct rdma_cm_event *ev = raw_get(ch, RDMA_CM_EVENT_ROUTE_RESOLVED); /* seq 2 */
+    struct rdma_cm_event *ev = raw_route_unacked(ch, PORT, &id); /* seq 1 acked, seq 2 held */
 
     STEP("holding ROUTE_RESOLVED for %ld ms before acking it", hold_ms);
     struct timespec ts = {.tv_sec = hold_ms / 1000, .tv_nsec = (hold_ms % 1000) * 1000000L};

@@ -141,3 +141,15 @@ void raw_print_bytes(const char *label, const void *data, size_t len)
     putchar('\n');
     fflush(stdout);
 }
+
+struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned short port,
+                                        struct rdma_cm_id **id)
+{
+    struct sockaddr_in dst = raw_addr(port);
+    REQUIRE(rdma_create_id(ch, id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
+    REQUIRE(rdma_resolve_addr(*id, NULL, (struct sockaddr *)&dst, 2000) == 0,
+            "rdma_resolve_addr: %s", strerror(errno));
+    raw_get_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED); /* seq 1 */
+    REQUIRE(rdma_resolve_route(*id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
+    return raw_get(ch, RDMA_CM_EVENT_ROUTE_RESOLVED); /* seq 2 */
+}

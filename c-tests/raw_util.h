@@ -39,6 +39,12 @@ struct rdma_cm_id *raw_listen(struct rdma_event_channel *ch, unsigned short port
  * ROUTE_RESOLVED (two events). With `with_qp`, an RC QP is created on it. */
 struct rdma_cm_id *raw_client(struct rdma_event_channel *ch, unsigned short port, int with_qp);
 
+/* A client id on `ch` (stored in *id) whose address is resolved (ADDR_RESOLVED fetched and
+ * acked, event 1) and whose route is resolved: returns that ROUTE_RESOLVED (event 2), unacked,
+ * for the misuse programs to misuse. */
+struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned short port,
+                                        struct rdma_cm_id **id);
+
 /* An RC QP on `id` with librdmacm's default PD and CQs. */
 void raw_create_qp(struct rdma_cm_id *id);
 
