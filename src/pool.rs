@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::OnceCell;
 
@@ -211,11 +211,12 @@ impl<T: Send + Sync + 'static> Pool<T> {
         &'static self,
         init: impl FnOnce(*mut T),
     ) -> Result<NonNull<Slot<T>>, AllocError> {
-        if fault::should_fail() {
-            COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(AllocError);
-        }
-        let index = self.take_index().inspect_err(|_| {
+        let index = if fault::should_fail() {
+            Err(AllocError)
+        } else {
+            self.take_index()
+        };
+        let index = index.inspect_err(|_| {
             COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
         })?;
         let arena = self
@@ -260,34 +261,35 @@ impl<T: Send + Sync + 'static> Pool<T> {
         local.unwrap_or_else(|_| self.take_index_global())
     }
 
-    fn refill(&self, local: &mut VecDeque<u32>) -> Result<(), AllocError> {
+    /// The pool's free list, locked, grown first when it holds `keep` slots or fewer: growing
+    /// keeps recently freed slots in quarantine. When growing fails the slots there are reused;
+    /// an error only when there are none.
+    fn free_list(&self, keep: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
         let arena = self.arena()?;
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if list.free.len() <= QUARANTINE + BATCH {
-            // Growing keeps recently freed slots in quarantine; when it fails, reuse them.
-            if self.grow(arena, &mut list).is_err() && list.free.is_empty() {
-                return if local.is_empty() {
-                    Err(AllocError)
-                } else {
-                    Ok(())
-                };
-            }
+        if list.free.len() <= keep && self.grow(arena, &mut list).is_err() && list.free.is_empty() {
+            return Err(AllocError);
         }
+        Ok(list)
+    }
+
+    /// Moves a batch from the pool to this thread's cache; fails only when both are empty.
+    fn refill(&self, local: &mut VecDeque<u32>) -> Result<(), AllocError> {
+        let mut list = match self.free_list(QUARANTINE + BATCH) {
+            Ok(list) => list,
+            Err(e) if local.is_empty() => return Err(e),
+            Err(_) => return Ok(()),
+        };
         let n = BATCH.min(list.free.len());
         local.extend(list.free.drain(..n));
         Ok(())
     }
 
     fn take_index_global(&self) -> Result<u32, AllocError> {
-        let arena = self.arena()?;
-        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if list.free.len() <= QUARANTINE {
-            // Growing keeps recently freed slots in quarantine; when it fails, reuse them.
-            if self.grow(arena, &mut list).is_err() && list.free.is_empty() {
-                return Err(AllocError);
-            }
-        }
-        list.free.pop_front().ok_or(AllocError)
+        self.free_list(QUARANTINE)?
+            .free
+            .pop_front()
+            .ok_or(AllocError)
     }
 
     /// Whether `ptr` is a slot of this pool, and the slot; no claim about its liveness.
