@@ -206,12 +206,24 @@ PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
 PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_ack \
         misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
-        misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv
-PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS))
+        misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
+        preload_cancel preload_lost_event preload_dlopen
+PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
+                       $(PRELOAD_TESTS)/preload_plugin.so
 
 $(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
+
+# A program not linked with librdmacm, and the plugin it dlopen()s RTLD_LOCAL, which is.
+$(PRELOAD_TESTS)/preload_dlopen: c-tests/preload_dlopen.c c-tests/harness.h
+	@mkdir -p $(PRELOAD_TESTS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
+
+$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c c-tests/raw_util.h \
+                                    c-tests/harness.h
+	@mkdir -p $(PRELOAD_TESTS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
 .PHONY: preload-tests preload-test
 preload-tests: $(PRELOAD_TEST_BINS)
