@@ -49,6 +49,7 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
+    crate::whereis::forget_thread_id();
     crate::watch::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();

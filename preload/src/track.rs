@@ -469,9 +469,9 @@ impl State {
         let mut ptrs: Vec<usize> = self
             .live
             .iter()
-            .filter(|(_, r)| {
-                r.channel == channel && !r.reported_for(reported::DESTROY_CHANNEL) && !r.internal
-            })
+            // Only events no finding named yet: this call does not block, so it adds nothing
+            // to what a destroy or migrate finding already said of them.
+            .filter(|(_, r)| r.channel == channel && r.reported == 0 && !r.internal)
             .map(|(p, _)| *p)
             .collect();
         if ptrs.is_empty() {
