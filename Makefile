@@ -319,7 +319,7 @@ copy-bench: $(BENCH)/copy_path
 # cmtime's steps on the cmsafe API, alternated.
 setup-bench: $(BENCH)/cm_setup preload
 	@mkdir -p bench/results
-	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 5\`)"; \
-	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 5; } | tee bench/results/cm-setup.md
+	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 9\`)"; \
+	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 9; } | tee bench/results/cm-setup.md
 
 bench: copy-bench setup-bench
