@@ -84,7 +84,7 @@ guest-test: c-tests
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
-      preload-test
+      preload-test syscall-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -279,6 +279,23 @@ $(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
 
+$(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
+
+.PHONY: syscall-bench syscall-test
+
+# System calls per event, raw against the API and the preload, counted under strace in the guest
+# (scripts/syscall-count): the table with each target, in bench/results/syscalls.md.
+syscall-bench: $(BENCH)/syscall_loop preload
+	@mkdir -p bench/results
+	{ echo "## System calls per event (guest: \`scripts/rxe-vm -- scripts/syscall-count --events 400\`)"; \
+	  echo; $(RXE_VM) -- scripts/syscall-count --events 400; } | tee bench/results/syscalls.md
+
+# The same count in `make test`: every API row must be exactly on its budget.
+syscall-test: $(BENCH)/syscall_loop preload
+	$(RXE_VM) -- scripts/syscall-count --events 400 --check
+
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
 copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
@@ -299,4 +316,4 @@ setup-bench: $(BENCH)/cm_setup preload
 	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 5\`)"; \
 	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 5; } | tee bench/results/cm-setup.md
 
-bench: copy-bench setup-bench
+bench: copy-bench setup-bench syscall-bench
