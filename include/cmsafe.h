@@ -277,7 +277,12 @@ struct rdma_cm_id *cmsafe_event_listen_id(const cmsafe_event *ev);
 uint64_t cmsafe_event_seq(const cmsafe_event *ev);
 
 /**
- * When the event was fetched, in nanoseconds of CLOCK_MONOTONIC (clock_gettime(2)).
+ * When the event was fetched (or copied, for `cmsafe_event_copy`), in nanoseconds of
+ * CLOCK_MONOTONIC_COARSE (clock_gettime(2)): the same clock as CLOCK_MONOTONIC, read without a
+ * system call on any clocksource, but advanced only once per kernel tick, so its resolution is
+ * what `clock_getres(CLOCK_MONOTONIC_COARSE)` reports (1 to 10 ms: 4 ms on a HZ=250 kernel)
+ * and it may lag CLOCK_MONOTONIC by up to that much. Compare it with CLOCK_MONOTONIC_COARSE
+ * readings, not CLOCK_MONOTONIC ones.
  * NULL: returns 0. Threads: any.
  */
 uint64_t cmsafe_event_time_ns(const cmsafe_event *ev);
@@ -285,7 +290,10 @@ uint64_t cmsafe_event_time_ns(const cmsafe_event *ev);
 /**
  * The id's local address as it was when the event was fetched (what `rdma_get_local_addr(3)`
  * returned then); readable after the id is destroyed. Its family is AF_UNSPEC when the id had
- * no address yet. The storage is a `struct sockaddr_storage`.
+ * no address yet. The storage is as long as the family's own address structure: a
+ * `struct sockaddr_in` for AF_INET, `sockaddr_in6` for AF_INET6, `sockaddr_ib` (48 bytes) for
+ * AF_IB, a `struct sockaddr` (16 bytes) for AF_UNSPEC, and a whole `struct sockaddr_storage`
+ * for any other family; read no further than that. It is 4-byte aligned (8 for AF_IB).
  *
  * Ownership: borrowed from `ev`, valid while a reference to `ev` is held.
  * NULL: returns NULL. Threads: any.
@@ -494,8 +502,8 @@ int cmsafe_stats_get(cmsafe_stats *out);
 /**
  * Test hook: makes one future allocation fail, to exercise the ENOMEM path. The allocation
  * after `skip` successful ones fails (0: the next one); a negative `skip` disarms. The
- * allocations of a fetch are: the channel's state (first fetch on a channel only), the private
- * data buffer (when the event carries some), the event.
+ * allocations of a fetch are: the channel's state (first fetch on a channel only), then the
+ * event (one allocation, which holds its private data too).
  *
  * Not for production use. Threads: process-wide; any.
  */
