@@ -301,12 +301,17 @@ copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
 	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
 	  $(BENCH)/copy_path 51 20000 100000; echo; \
-	  echo "### Where the time goes: \`perf record -e cpu-clock $(BENCH)/copy_path 21 20000 1000\`"; \
-	  echo; echo "Share of all samples (cmsafe and the hand copy run alternately; libc's malloc/free"; \
-	  echo "and memmove belong mostly to the hand copy):"; echo; \
-	  perf record -q -e cpu-clock -o $(BENCH)/copy.perf.data $(BENCH)/copy_path 21 20000 1000 >/dev/null 2>&1 && \
-	  perf report -i $(BENCH)/copy.perf.data --stdio --no-children --sort dso,sym 2>/dev/null | \
-	    grep -E '^ +[0-9]' | head -n 14 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
+	  echo "### Where the time goes: \`perf record -e cpu-clock --call-graph dwarf $(BENCH)/copy_path profile 300000\`"; \
+	  echo; echo "cmsafe alone (cmsafe_event_copy + cmsafe_event_release of each kind); share of all samples,"; \
+	  echo "self (the function's own code, inlined callees included):"; echo; \
+	  perf record -q -e cpu-clock --call-graph dwarf -o $(BENCH)/copy.perf.data $(BENCH)/copy_path profile 300000 >/dev/null 2>&1 && \
+	  perf report -i $(BENCH)/copy.perf.data --stdio --no-children --sort dso,sym -g none 2>/dev/null | \
+	    grep -E '^ +[0-9]' | head -n 16 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
+	  echo; echo "and with callees (the two calls and the big steps):"; echo; \
+	  perf report -i $(BENCH)/copy.perf.data --stdio --children --sort sym -g none 2>/dev/null | \
+	    grep -E '^ +[0-9]' | grep -E 'cmsafe_event_copy$$|cmsafe_event_release$$|copy_of$$|slot::alloc$$|alloc_with$$|release_at$$|from_raw$$|take_index$$|count_type$$|coarse_ns$$|tls_get_addr' | \
+	    head -n 14 | sed 's/^/    /'; \
+	  echo; cat benches/copy_path_notes.md; \
 	} | tee bench/results/copy-path.md
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and

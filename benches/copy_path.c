@@ -12,6 +12,7 @@
  * difference being the private data buffer), for cmsafe and for the hand copy.
  *
  *   copy_path [RUNS] [BATCH] [HELD]
+ *   copy_path profile N     cmsafe only: N copies of each kind, for perf record
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -215,7 +216,8 @@ static void measure(void (*copy)(const struct rdma_cm_event *), const struct rdm
 
 int main(int argc, char **argv)
 {
-    int runs = argc > 1 ? atoi(argv[1]) : 51;
+    int profile = argc > 2 && strcmp(argv[1], "profile") == 0;
+    int runs = argc > 1 && !profile ? atoi(argv[1]) : 51;
     int batch = argc > 2 ? atoi(argv[2]) : 20000;
     int held = argc > 3 ? atoi(argv[3]) : 100000;
     for (unsigned i = 0; i < sizeof pdata; i++)
@@ -248,6 +250,13 @@ int main(int argc, char **argv)
     kinds[5].ev.id = &ud_id;
     kinds[5].ev.param.ud.private_data = &mcast_context;
 
+    if (profile) {
+        long n = atol(argv[2]);
+        for (int k = 0; k < 6; k++)
+            for (long i = 0; i < n; i++)
+                cmsafe_copy(&kinds[k].ev);
+        return 0;
+    }
     printf("copy path, no kernel: median of %d runs of %d events each, ns of thread CPU time\n\n", runs,
            batch);
     printf("| event | cmsafe ns/event | hand copy ns/event | hand / cmsafe | cmsafe allocs/event | hand allocs/event | <= 25 ns and <= hand |\n");
@@ -274,9 +283,9 @@ int main(int argc, char **argv)
     double c_pd = held_bytes(1, &kinds[0].ev, held) - c_ev, h_pd = held_bytes(0, &kinds[0].ev, held) - h_ev;
     printf("\nmemory, %d copies held at once (VmRSS delta / copies):\n\n", held);
     printf("| bytes per live | cmsafe | hand copy | cmsafe / hand | target <= 1.5x |\n|---|---:|---:|---:|---|\n");
-    printf("| event (no private data, IPv4 addresses) | %.0f | %.0f | %.2fx | %s |\n", c_ev, h_ev, c_ev / h_ev,
+    printf("| event (no private data, IPv4 addresses) | %.1f | %.1f | %.3fx | %s |\n", c_ev, h_ev, c_ev / h_ev,
            c_ev <= 1.5 * h_ev ? "met" : "NOT met");
-    printf("| private data buffer (56 B) | %.0f | %.0f | %.2fx | %s |\n", c_pd, h_pd, c_pd / h_pd,
+    printf("| private data buffer (56 B) | %.1f | %.1f | %.3fx | %s |\n", c_pd, h_pd, c_pd / h_pd,
            c_pd <= 1.5 * h_pd ? "met" : "NOT met");
     printf("\nA cmsafe copy is one pooled slot: librdmacm's struct, sequence number, fetch time, the "
            "buffer's own refcount and flags, then the private data bytes and the id's two addresses at "

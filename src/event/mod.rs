@@ -94,8 +94,11 @@ impl Event {
             src: addr_len(family(src)),
             dst: addr_len(family(dst)),
         };
-        // SAFETY: NULL or a live cm_id.
-        let transport = if id.is_null() {
+        // The transport decides only how a REJECTED status reads (`status::kind`): the id's
+        // device is looked up for that event alone.
+        let transport = if id.is_null()
+            || event_type != crate::cm::rdma_cm_event_type::RDMA_CM_EVENT_REJECTED
+        {
             Transport::Unknown
         } else {
             // SAFETY: a live cm_id.
