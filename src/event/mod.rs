@@ -12,7 +12,9 @@ pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
-use crate::pool::{misuse, AllocError, SlotState};
+use crate::pool::AllocError;
+#[cfg(feature = "capi")]
+use crate::pool::{misuse, SlotState};
 use crate::status::{self, StatusKind, Transport};
 use slot::{Head, Sizes, BYTES_OFFSET, HAS_PD};
 
@@ -318,26 +320,26 @@ impl std::fmt::Debug for Event {
     }
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid out pointer; both clocks used here exist on every Linux since
+    // 2.6.32.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of timeouts.
+pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// CLOCK_MONOTONIC_COARSE now, in nanoseconds: the clock of an event's fetch time. Read from
 /// the vDSO without a system call on any clocksource, it advances once per kernel tick.
 pub(crate) fn coarse_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC_COARSE exists since Linux 2.6.32.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 #[cfg(test)]

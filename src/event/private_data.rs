@@ -8,7 +8,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use super::slot::{self, Sizes, BYTES_OFFSET, HAS_PD};
-use crate::pool::{misuse, AllocError, SlotState};
+use crate::pool::AllocError;
+#[cfg(feature = "capi")]
+use crate::pool::{misuse, SlotState};
 
 /// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
 pub const MAX_PRIVATE_DATA: usize = 255;

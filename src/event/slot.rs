@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::copy::ParamKind;
 use crate::cm::rdma_cm_event;
-use crate::pool::{refs_of, AllocError, Pool, SlotPool, SlotState, VALUE_OFFSET};
+#[cfg(feature = "capi")]
+use crate::pool::SlotState;
+use crate::pool::{refs_of, AllocError, Pool, SlotPool, VALUE_OFFSET};
 use crate::status::Transport;
 
 #[repr(C)]
@@ -166,6 +168,7 @@ pub(crate) fn event_refs(slot: *const u8) -> u32 {
 }
 
 /// What `ptr` is: a live slot, a freed one, or none of ours.
+#[cfg(feature = "capi")]
 pub(crate) fn classify(ptr: *const u8) -> SlotState {
     CLASSES
         .iter()
