@@ -82,9 +82,14 @@ c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
+# Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
+.PHONY: pair-test
+pair-test: deps
+	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair -- scripts/pair-rping -- scripts/pair-rping
+
 test: deps fmt-check clippy cargo-test header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
-      preload-test
+      preload-test pair-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
