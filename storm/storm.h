@@ -32,10 +32,12 @@
  * heartbeat completes in error, the server calls rdma_disconnect and destroys the id at its
  * DISCONNECTED (the peer's DREP, or the DREQ's own timeout). Events that end a connection
  * before the wave is established are then expected (a lossy link): the id is destroyed and its
- * index may be requested again; a token of another wave is rejected and counted as stale.
+ * index may be requested again, with a token of any wave (a client moves a connection it lost
+ * to the next wave's); the wave is established when all CONNS are up at once. "stale" counts
+ * requests refused because twice CONNS ids were alive.
  * STORM_EVENT_LOG=FILE writes one line per event and per failed heartbeat:
  *   EV <us> <wave> <RDMA_CM_EVENT_...> <status> <index>   (index CONNS: not a live connection's)
- *   WC <us> <wave> <ibv_wc_status_str> <wc status> <index>
+ *   WC <us> <wave> <ibv_wc_status_str, spaces as _> <wc status> <index>
  */
 #ifndef STORM_H
 #define STORM_H
@@ -81,6 +83,9 @@ int storm_cq_size(unsigned conns);
 /* A zero-length receive, a zero-length signaled SEND: 0 or ibv_post_*'s error. */
 int storm_post_recv(struct ibv_qp *qp, uint64_t wr_id);
 int storm_post_beat(struct ibv_qp *qp, uint64_t wr_id);
+
+/* ibv_wc_status_str(status) with its spaces as underscores (one word in a log line). */
+const char *storm_wc_name(int status);
 
 /* ---- the server core -------------------------------------------------------------------- */
 

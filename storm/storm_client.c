@@ -13,13 +13,14 @@
  * HEARTBEAT_MS (see storm.h), and the client lives through what the network does to it instead
  * of failing. Each event is logged on stdout:
  *   EV <us> <RDMA_CM_EVENT_...> <status> <index>      (CLOCK_REALTIME microseconds)
- *   WC <us> <ibv_wc_status_str> <wc status> <index>   (a heartbeat failed: rdma_disconnect)
+ *   WC <us> <ibv_wc_status_str, spaces as _> <wc status> <index>   (a heartbeat failed)
  * A connection whose setup ends in an error event (ADDR_ERROR, UNREACHABLE, REJECTED...) is
  * destroyed and counted as failed; an established one that ends (its DISCONNECTED) is destroyed
  * and counted as lost ("STORM-CLIENT lost index=I event=TYPE:STATUS"), and its index moves to
  * the next wave's token. Failed and lost connections are set up again RETRY_MS later once
  * retries are on: from the start with -r, or from the first SIGUSR1. Without retries, when every
- * connection has been tried it prints "STORM-CLIENT settled established=E failed=F". It prints
+ * connection has been tried it prints "STORM-CLIENT settled established=E failed=F lost=L"
+ * (E + F + L = COUNT: up now, never set up, set up and lost since). It prints
  * "STORM-CLIENT established ..." each time all COUNT are up at once. TIMEOUT_S does not apply.
  *
  * A correct raw librdmacm program (get, read, ack), so the servers are what is under test.
@@ -160,9 +161,8 @@ static void ended(struct cconn *c, int type, int status)
 
 static void beat_failed(struct cconn *c, int wc_status)
 {
-    printf("WC %llu %s %d %u\n", (unsigned long long)storm_real_us(),
-           ibv_wc_status_str((enum ibv_wc_status)wc_status), wc_status,
-           base + (unsigned)(c - conns));
+    printf("WC %llu %s %d %u\n", (unsigned long long)storm_real_us(), storm_wc_name(wc_status),
+           wc_status, base + (unsigned)(c - conns));
     c->state = CLOSING;
     rdma_disconnect(c->id);
 }
@@ -211,8 +211,8 @@ static void tick(void)
         waiting = conns[i].state == IDLE;
     if (!retry_on && !waiting && inflight == 0 && !settled_said) {
         settled_said = true;
-        printf("STORM-CLIENT settled established=%u failed=%u pid=%ld\n", established, failed,
-               (long)getpid());
+        printf("STORM-CLIENT settled established=%u failed=%u lost=%u pid=%ld\n", established,
+               failed, lost, (long)getpid());
     }
     if (established == count && !all_said) {
         all_said = true;

@@ -146,7 +146,7 @@ static uint64_t next_beat_us;
 static FILE *event_log;
 
 /* This wave's progress; the alarm handler reads these (plain loads of aligned words). */
-static volatile unsigned wave, requested, established, destroyed, in_destroy, live;
+static volatile unsigned wave, requested, established, destroyed, in_destroy, live, up;
 static bool all_established;
 static uint64_t first_event_us, last_event_us, last_destroy_us, destroy_max_us;
 static uint64_t cpu_start_us, cpu_established_us;
@@ -269,7 +269,7 @@ struct rdma_event_channel *storm_server_init(const char *name, int argc, char **
 void storm_wave_begin(unsigned w)
 {
     wave = w;
-    requested = established = destroyed = live = 0;
+    requested = established = destroyed = live = up = 0;
     all_established = false;
     first_event_us = last_event_us = last_destroy_us = destroy_max_us = 0;
     disconnected = timewait = other_after = events_wave = beats_failed = stale = 0;
@@ -307,9 +307,7 @@ void storm_wave_end(void)
     waves_done++;
 }
 
-/* Verifies a CONNECT_REQUEST's token; returns the connection index, or -1 for a token of
- * another wave in a fault run (a client's attempt that outlived its wave: rejected, counted).
- * A wrong token is the failure the storm is about (private data read from memory that was not
+/* Verifies a CONNECT_REQUEST's token; returns the connection index. A wrong token is the failure the storm is about (private data read from memory that was not
  * the event's): fatal. */
 static int verify_token(const void *pdata, size_t len)
 {
@@ -327,15 +325,24 @@ static int verify_token(const void *pdata, size_t len)
     storm_token(want, seed, w, index);
     if (strcmp(token, want) != 0)
         storm_die("wave %u: connection %u sent \"%s\", want \"%s\"", wave, index, token, want);
-    if (w != wave) {
-        if (!heartbeat_ms)
-            storm_die("wave %u: token \"%s\" is for wave %u", wave, token, w);
-        return -1;
-    }
+    /* A fault run's client moves a connection it lost to the next wave's token, which may
+     * reach the server before or after the server's own wave ends: any wave is accepted. */
+    if (w != wave && !heartbeat_ms)
+        storm_die("wave %u: token \"%s\" is for wave %u", wave, token, w);
     /* A storm client connects each index once; a fault run's client retries failed ones. */
     if (idx_requested[index] && !heartbeat_ms)
         storm_die("wave %u: connection %u requested twice", wave, index);
     return (int)index;
+}
+
+const char *storm_wc_name(int status)
+{
+    static char name[64];
+    snprintf(name, sizeof name, "%s", ibv_wc_status_str((enum ibv_wc_status)status));
+    for (char *p = name; *p; p++)
+        if (*p == ' ')
+            *p = '_';
+    return name;
 }
 
 static void log_line(const char *kind, const char *what, int status, unsigned index)
@@ -348,7 +355,7 @@ static void log_line(const char *kind, const char *what, int status, unsigned in
 static void on_request(struct rdma_cm_id *id, const void *pdata, size_t len)
 {
     int index = verify_token(pdata, len);
-    if (index < 0 || nfree == 0) {
+    if (nfree == 0) { /* more ids alive than twice the connections: refused, counted */
         stale++;
         if (rdma_reject(id, NULL, 0))
             storm_die("wave %u: rdma_reject: %s", wave, strerror(errno));
@@ -411,8 +418,8 @@ static void close_conn(struct conn *c)
     uint64_t dt = storm_mono_us() - t0;
     if (dt > destroy_max_us)
         destroy_max_us = dt;
-    if (c->state == ESTABLISHED || c->state == DISCONNECTING)
-        idx_established[c->index] = 0;
+    if ((c->state == ESTABLISHED || c->state == DISCONNECTING) && --idx_established[c->index] == 0)
+        up--;
     c->id = NULL;
     c->state = CLOSED;
     free_slots[nfree++] = (unsigned)(c - conns);
@@ -426,7 +433,7 @@ static void close_conn(struct conn *c)
 static void beat_failed(struct conn *c, int wc_status)
 {
     beats_failed++;
-    log_line("WC", ibv_wc_status_str((enum ibv_wc_status)wc_status), wc_status, c->index);
+    log_line("WC", storm_wc_name(wc_status), wc_status, c->index);
     c->state = DISCONNECTING;
     rdma_disconnect(c->id);
 }
@@ -553,10 +560,15 @@ void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata
         if (c->state != ACCEPTED)
             storm_die("wave %u: ESTABLISHED twice for one connection", wave);
         c->state = ESTABLISHED;
-        if (idx_established[c->index])
+        /* A fault run's client may set up again a connection the server still holds (it has
+         * not noticed the loss yet): two ids for one index, until the old one ends. */
+        if (idx_established[c->index] && !heartbeat_ms)
             storm_die("wave %u: connection %u established on two ids at once", wave, c->index);
-        idx_established[c->index] = 1;
-        if (!all_established && ++established == nconns) {
+        established++;
+        if (idx_established[c->index]++)
+            return;
+        /* Every connection up at once (a fault run's may have been lost and set up again). */
+        if (++up == nconns && !all_established) {
             all_established = true;
             cpu_established_us = cpu_us();
             printf("STORM established wave=%u conns=%u us=%llu\n", wave, nconns,
