@@ -277,7 +277,7 @@ bench: storm-bench
 
 # Small (part of `make test`): 8 connections per server, the servers' ASan builds. The IB CM's
 # DREQ retries (about 70 s on the server, 100 s on the client) bound the partition and the death
-# from below whatever the size: about 8 minutes.
+# from below whatever the size: about 10 minutes (18 on a host shared with other guests).
 fault-test: storm-bins
 	scripts/faults --conns 8 --checked
 
