@@ -218,11 +218,30 @@ preload-tests: $(PRELOAD_TEST_BINS)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw, qperf,
-# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it.
+# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it; then
+# the services in their short form (UCX io_demo, tgt + libiscsi over iSER, riostream,
+# rdma_xserver/rdma_xclient, mckey, rcopy, ib_write_bw, ib_read_lat), one reference run and one
+# run per mode each.
 preload-test: preload preload-tests
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ]'
+	  scripts/preload-real-programs --set services-short audit safe; d=$$?; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]'
+
+# The services in their full form (`make bench`): every program of the short form at full size,
+# raw, audit and safe, all checked; io_demo and the iSER workload timed over 5 alternated rounds.
+# Writes bench/results/services.md (timings) and bench/results/field.md (what the audit saw).
+SERVICES_ROUNDS ?= 5
+.PHONY: services-bench
+services-bench: preload
+	@mkdir -p bench/results
+	rm -rf target/bench-services
+	$(RXE_VM) -- scripts/preload-real-programs --set services --rounds $(SERVICES_ROUNDS) \
+	  --bench target/bench-services audit safe
+	cp target/bench-services/services.md target/bench-services/field.md bench/results/
+	cat bench/results/services.md bench/results/field.md
+
+bench: services-bench
 
 # ---- The reconnect storm (storm/, scripts/storm): N connections from several client processes,
 # all SIGKILLed at once, W waves, on three servers: the cmsafe API, the legacy ack-then-read
