@@ -206,14 +206,26 @@ PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
 PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_ack \
         misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
-        misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv
-PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS))
+        misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
+        preload_cancel preload_lost_event preload_dlopen race_cancelled_read
+PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
+                       $(PRELOAD_TESTS)/preload_plugin.so
 
 $(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
-.PHONY: preload-tests preload-test
+# A program not linked with librdmacm, and the plugin it dlopen()s RTLD_LOCAL, which is.
+$(PRELOAD_TESTS)/preload_dlopen: c-tests/preload_dlopen.c c-tests/harness.h
+	@mkdir -p $(PRELOAD_TESTS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
+
+$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c c-tests/raw_util.h \
+                                    c-tests/harness.h
+	@mkdir -p $(PRELOAD_TESTS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
+
+.PHONY: preload-tests preload-test race-bench
 preload-tests: $(PRELOAD_TEST_BINS)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
@@ -225,8 +237,9 @@ preload-tests: $(PRELOAD_TEST_BINS)
 preload-test: preload preload-tests
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
-	  scripts/preload-real-programs --set services-short audit safe; d=$$?; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]'
+	  scripts/race-cancelled-read 20 1; d=$$?; \
+	  scripts/preload-real-programs --set services-short audit safe; e=$$?; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ]'
 
 # The services in their full form (`make bench`): every program of the short form at full size,
 # raw, audit and safe, all checked; io_demo and the iSER workload timed over 5 alternated rounds.
@@ -242,6 +255,15 @@ services-bench: preload
 	cat bench/results/services.md bench/results/field.md
 
 bench: services-bench
+
+# The cancelled-read race (libiscsi's CM-thread cancel, modelled): hangs per mode over many
+# alternated rounds, every hang under the preload named. Writes bench/results/race.md.
+race-bench: preload preload-tests
+	@mkdir -p bench/results
+	{ echo "## The cancelled-read race (guest: \`scripts/rxe-vm -- scripts/race-cancelled-read 40 5\`)"; \
+	  echo; echo "Software-emulated guest (qemu TCG): counts of a timing race, not a rate to hold."; \
+	  echo; $(RXE_VM) -- scripts/race-cancelled-read 40 5; } | tee bench/results/race.md
+bench: race-bench
 
 # ---- The reconnect storm (storm/, scripts/storm): N connections from several client processes,
 # all SIGKILLed at once, W waves, on three servers: the cmsafe API, the legacy ack-then-read

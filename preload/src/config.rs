@@ -20,6 +20,8 @@ pub struct Config {
     /// CMSAFE_REPORT, `%p` not yet replaced.
     pub report: Option<String>,
     pub late_ack_ns: u64,
+    /// CMSAFE_HANG_MS: how long rdma_destroy_id/rdma_migrate_id may block before a finding.
+    pub hang_ns: u64,
 }
 
 extern "C" {
@@ -50,6 +52,9 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     let late_ms = var(c"CMSAFE_LATE_ACK_MS")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(1000);
+    let hang_ms = var(c"CMSAFE_HANG_MS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(5000);
     if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe::logging::parse_level(&v)) {
         cmsafe::logging::set_level(level);
     }
@@ -57,6 +62,7 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         mode,
         report: var(c"CMSAFE_REPORT").filter(|s| !s.is_empty()),
         late_ack_ns: late_ms.saturating_mul(1_000_000),
+        hang_ns: hang_ms.saturating_mul(1_000_000),
     }
 });
 

@@ -17,7 +17,7 @@ macro_rules! entry {
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+        pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {imp}", imp = sym $imp)
         }
 
@@ -27,7 +27,7 @@ macro_rules! entry {
         /// As librdmacm's own function: the arguments are what its man page asks for.
         #[cfg(not(target_arch = "x86_64"))]
         #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+        pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             // SAFETY: forwarded.
             unsafe { $imp($($arg,)* 0) }
         }

@@ -12,6 +12,7 @@ pub enum Kind {
     ChannelDestroyWithUnacked,
     LateAck,
     QpDestroyBeforeAck,
+    LostEvent,
 }
 
 impl Kind {
@@ -27,6 +28,7 @@ impl Kind {
             Kind::ChannelDestroyWithUnacked => "channel-destroy-with-unacked",
             Kind::LateAck => "late-ack",
             Kind::QpDestroyBeforeAck => "qp-destroy-before-ack",
+            Kind::LostEvent => "destroy-waits-for-lost-event",
         }
     }
 }

@@ -22,6 +22,8 @@ const PDATA_OFFSET: usize = 128;
 const FREE: u8 = 0;
 const LIVE: u8 = 1;
 const ACKED: u8 = 2;
+/// Acked, and made readable again by the fault handler after a use-after-ack.
+const REOPENED: u8 = 3;
 
 static BASE: AtomicUsize = AtomicUsize::new(0);
 // Read by the signal handler: plain atomics, no locks.
@@ -30,14 +32,50 @@ static SEQ: [AtomicU64; PAGES] = [const { AtomicU64::new(0) }; PAGES];
 static TYPE: [AtomicU32; PAGES] = [const { AtomicU32::new(0) }; PAGES];
 static ID: [AtomicUsize; PAGES] = [const { AtomicUsize::new(0) }; PAGES];
 
-struct Pages {
-    free: Vec<u32>,
-    never_used: u32,
+/// Pages are taken in ring order, so they leave quarantine in the order they are wanted again,
+/// and the free pages ahead of the cursor are made writable in runs: one mprotect for up to
+/// OPEN_RUN events instead of one each (the seal at the ack stays one per event).
+const OPEN_RUN: usize = 64;
+
+struct Ring {
+    cursor: usize,
+    /// Pages in [cursor, opened_end) are free and already writable.
+    opened_end: usize,
 }
-static PAGES_LIST: Mutex<Pages> = Mutex::new(Pages {
-    free: Vec::new(),
-    never_used: 0,
+static RING_PAGES: Mutex<Ring> = Mutex::new(Ring {
+    cursor: 0,
+    opened_end: 0,
 });
+
+/// The next free page, writable; None when every page is live or in quarantine.
+fn take_page() -> Option<usize> {
+    let mut r = RING_PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..PAGES {
+        let p = r.cursor;
+        if p >= r.opened_end {
+            if STATE[p].load(Ordering::Acquire) != FREE {
+                r.cursor = (p + 1) % PAGES;
+                r.opened_end = r.cursor;
+                continue;
+            }
+            let mut n = 1;
+            while n < OPEN_RUN && p + n < PAGES && STATE[p + n].load(Ordering::Acquire) == FREE {
+                n += 1;
+            }
+            if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
+                return None;
+            }
+            r.opened_end = p + n;
+        }
+        r.cursor = p + 1;
+        if r.cursor == PAGES {
+            r.cursor = 0;
+            r.opened_end = 0;
+        }
+        return Some(p);
+    }
+    None
+}
 
 fn base() -> Option<usize> {
     let b = BASE.load(Ordering::Acquire);
@@ -72,10 +110,11 @@ fn base() -> Option<usize> {
     }
 }
 
-fn protect(page: u32, prot: i32) -> bool {
+/// Sets the protection of `n` pages from `page` on.
+fn protect(page: usize, n: usize, prot: i32) -> bool {
     let Some(b) = base() else { return false };
-    // SAFETY: a page of our reservation.
-    unsafe { libc::mprotect((b + page as usize * PAGE) as *mut libc::c_void, PAGE, prot) == 0 }
+    // SAFETY: pages of our reservation.
+    unsafe { libc::mprotect((b + page * PAGE) as *mut libc::c_void, n * PAGE, prot) == 0 }
 }
 
 /// Copies `raw` onto a fresh page: the event, and its private data (unless it is a multicast
@@ -88,25 +127,7 @@ pub unsafe fn copy_to_page(
     seq: u64,
 ) -> Option<(u32, *mut rdma_cm_event)> {
     let b = base()?;
-    let page = {
-        let mut list = PAGES_LIST.lock().unwrap_or_else(|e| e.into_inner());
-        match list.free.pop() {
-            Some(p) => p,
-            None if (list.never_used as usize) < PAGES => {
-                list.never_used += 1;
-                list.never_used - 1
-            }
-            None => return None,
-        }
-    };
-    if !protect(page, libc::PROT_READ | libc::PROT_WRITE) {
-        PAGES_LIST
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .free
-            .push(page);
-        return None;
-    }
+    let page = take_page()? as u32;
     let at = b + page as usize * PAGE;
     let copy = at as *mut rdma_cm_event;
     // SAFETY: the page is ours and writable; `raw` is valid (caller); the struct is plain data.
@@ -150,18 +171,15 @@ pub unsafe fn copy_to_page(
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
     STATE[page as usize].store(ACKED, Ordering::Release);
-    protect(page, libc::PROT_NONE);
+    protect(page as usize, 1, libc::PROT_NONE);
 }
 
 /// The page left quarantine: it may hold another event. It stays inaccessible until then.
 pub fn recycle(page: u32) {
-    protect(page, libc::PROT_NONE);
-    STATE[page as usize].store(FREE, Ordering::Release);
-    PAGES_LIST
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .free
-        .push(page);
+    // Sealed at its ack; only a page the fault handler opened again needs closing.
+    if STATE[page as usize].swap(FREE, Ordering::AcqRel) == REOPENED {
+        protect(page as usize, 1, libc::PROT_NONE);
+    }
 }
 
 // --- faults ---------------------------------------------------------------------------------
@@ -256,6 +274,7 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
                     libc::PROT_READ | libc::PROT_WRITE,
                 )
             };
+            STATE[page].store(REOPENED, Ordering::Release);
             set_errno(saved_errno);
             return;
         }

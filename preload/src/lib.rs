@@ -11,18 +11,22 @@
 //!   event. Findings are still reported.
 //! - `off`: every call passes through untouched.
 //!
-//! Each wrapper resolves the real function lazily (real.rs), keeps errno as librdmacm left it,
-//! and never lets a panic cross into the program.
+//! Each wrapper resolves the real function lazily, wherever librdmacm is loaded (real.rs), keeps
+//! errno as librdmacm left it, never lets a panic cross into the program, and is as
+//! cancellable as librdmacm itself, no more (cancel.rs).
 
+mod cancel;
 mod config;
 mod entry;
 mod findings;
 mod guard;
 mod lifecycle;
 mod real;
+mod record;
 mod report;
 mod sync;
 mod track;
+mod watch;
 mod whereis;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -30,7 +34,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 
 use config::{Mode, CONFIG};
-use track::{with_state, Op};
+use track::{Op, State};
+
+/// The tracker's state, with the exit and fork handlers registered on first use.
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    lifecycle::register();
+    track::with_state(f)
+}
 
 fn errno() -> i32 {
     // SAFETY: the calling thread's errno slot.
@@ -48,28 +58,36 @@ fn missing() -> i32 {
     -1
 }
 
-/// Runs the preload's own work with errno kept and no panic escaping.
+/// Runs the preload's own work with errno kept, no panic escaping, and cancellation held off
+/// (a pending cancel acts at the program's next cancellation point, as without the preload).
 fn quietly(f: impl FnOnce()) {
-    let saved = errno();
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        eprintln!("==cmsafe== internal error (caught); the call went on unchecked");
-    }
-    set_errno(saved);
+    cancel::uncancellable(|| {
+        let saved = errno();
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            eprintln!("==cmsafe== internal error (caught); the call went on unchecked");
+        }
+        set_errno(saved);
+    })
+}
+
+/// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event.
+unsafe extern "C" fn cancelled_in_get(channel: *mut libc::c_void) {
+    quietly(|| with_state(|s| s.cancelled_read(channel as usize)));
 }
 
 /// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
 /// ack them while it waits); events other threads hold get up to CMSAFE_LATE_ACK_MS to be acked
-/// (a program's event thread may be about to), and are reported if they are not.
-fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) {
+/// (a program's event thread may be about to), and are reported if they are not. Calls that
+/// wait for acks (destroy, migrate) are then watched until they return: the token for
+/// `watch::end` (0: not watched).
+fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> u64 {
+    let mut token = 0;
     quietly(|| {
         let caller = whereis::caller_at(ret);
         // SAFETY: the program passes a live id to librdmacm.
         let (mine, others) = with_state(|s| unsafe { s.waits_for(op, id) });
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
-        }
-        if others.is_empty() {
-            return;
         }
         let start = track::now_ns();
         let mut left = others;
@@ -81,14 +99,20 @@ fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) {
             let waited_ms = (track::now_ns() - start) / 1_000_000;
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
+        if op != Op::DestroyQp {
+            // SAFETY: as above.
+            let channel = unsafe { (*id).channel } as usize;
+            token = watch::begin(op, id as usize, channel, caller);
+        }
     });
+    token
 }
 
 /// rdma_get_cm_event(3), interposed.
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn get_cm_event(
+unsafe extern "C-unwind" fn get_cm_event(
     channel: *mut rdma_event_channel,
     event: *mut *mut rdma_cm_event,
     ret: usize,
@@ -102,8 +126,10 @@ unsafe extern "C" fn get_cm_event(
         return unsafe { real(channel, event) };
     }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
-    // SAFETY: as above, with our own out pointer.
-    let rc = unsafe { real(channel, &mut raw) };
+    // SAFETY: as above, with our own out pointer; `cancelled_in_get` only records the channel.
+    let rc = unsafe {
+        cancel::watching_cancel(cancelled_in_get, channel.cast(), || real(channel, &mut raw))
+    };
     if rc != 0 || raw.is_null() {
         return rc;
     }
@@ -131,7 +157,7 @@ unsafe extern "C" fn get_cm_event(
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn ack_cm_event(event: *mut rdma_cm_event, ret: usize) -> i32 {
+unsafe extern "C-unwind" fn ack_cm_event(event: *mut rdma_cm_event, ret: usize) -> i32 {
     let Some(real) = real::ack_event() else {
         return missing();
     };
@@ -159,7 +185,7 @@ unsafe extern "C" fn ack_cm_event(event: *mut rdma_cm_event, ret: usize) -> i32 
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
+unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
     let Some(real) = real::destroy_id() else {
         return missing();
     };
@@ -167,12 +193,13 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
-    judge_wait(Op::DestroyId, id, ret);
+    let token = judge_wait(Op::DestroyId, id, ret);
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
-    let saved = errno();
-    quietly(|| with_state(|s| s.destroyed(id as usize)));
-    set_errno(saved);
+    quietly(|| {
+        watch::end(token);
+        with_state(|s| s.destroyed(id as usize));
+    });
     rc
 }
 
@@ -180,7 +207,7 @@ unsafe extern "C" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn migrate_id(
+unsafe extern "C-unwind" fn migrate_id(
     id: *mut rdma_cm_id,
     channel: *mut rdma_event_channel,
     ret: usize,
@@ -188,18 +215,22 @@ unsafe extern "C" fn migrate_id(
     let Some(real) = real::migrate_id() else {
         return missing();
     };
-    if CONFIG.mode != Mode::Off && !id.is_null() {
-        judge_wait(Op::MigrateId, id, ret);
+    if CONFIG.mode == Mode::Off || id.is_null() {
+        // SAFETY: passed on as given.
+        return unsafe { real(id, channel) };
     }
+    let token = judge_wait(Op::MigrateId, id, ret);
     // SAFETY: passed on as given.
-    unsafe { real(id, channel) }
+    let rc = unsafe { real(id, channel) };
+    quietly(|| watch::end(token));
+    rc
 }
 
 /// rdma_destroy_event_channel(3), interposed.
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn destroy_event_channel(channel: *mut rdma_event_channel, ret: usize) {
+unsafe extern "C-unwind" fn destroy_event_channel(channel: *mut rdma_event_channel, ret: usize) {
     let Some(real) = real::destroy_channel() else {
         set_errno(libc::ENOSYS);
         return;
@@ -218,7 +249,7 @@ unsafe extern "C" fn destroy_event_channel(channel: *mut rdma_event_channel, ret
 ///
 /// # Safety
 /// As librdmacm's own function: the arguments are what its man page asks for.
-unsafe extern "C" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
+unsafe extern "C-unwind" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
     let Some(real) = real::destroy_qp() else {
         set_errno(libc::ENOSYS);
         return;

@@ -3,10 +3,11 @@
 use std::sync::Once;
 
 use crate::track::STATE;
+use crate::watch::WATCH;
 
 static REGISTER: Once = Once::new();
 
-/// Called with the state lock held, the first time the program touches librdmacm.
+/// Registers the exit and fork handlers, once, the first time the program touches librdmacm.
 pub fn register() {
     REGISTER.call_once(|| {
         // SAFETY: registering plain extern "C" functions with no arguments.
@@ -22,25 +23,34 @@ pub fn register() {
 }
 
 extern "C" fn at_exit() {
-    let summary = {
-        let mut guard = STATE.lock();
-        guard.as_mut().and_then(|s| s.finish())
-    };
-    if let Some(s) = summary {
-        eprint!("{s}");
-    }
+    crate::quietly(|| {
+        let summary = {
+            let mut guard = STATE.lock();
+            guard.as_mut().and_then(|s| s.finish())
+        };
+        if let Some(s) = summary {
+            eprint!("{s}");
+        }
+    });
 }
 
+// Both locks are taken before the fork, so the child never inherits one held by a thread it
+// does not have. Nothing holds both at once otherwise, so the order cannot deadlock.
 extern "C" fn before_fork() {
+    WATCH.lock_for_fork();
     STATE.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
     STATE.unlock_after_fork();
+    WATCH.unlock_after_fork();
 }
 
 extern "C" fn after_fork_child() {
     STATE.unlock_after_fork();
+    WATCH.unlock_after_fork();
+    crate::whereis::forget_thread_id();
+    crate::watch::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();
     }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::findings::Finding;
-use crate::track::Record;
+use crate::record::Record;
 
 /// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
 pub struct ReportFile {

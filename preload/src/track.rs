@@ -11,44 +11,10 @@ use cmsafe::safe::SafeCopies;
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
+use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::sync::ForkSafeMutex;
 use crate::{guard, whereis};
-
-/// What stands behind the pointer the program got.
-pub enum Holder {
-    /// librdmacm's own event (no copy could be made): acked when the program acks.
-    Raw(usize),
-    /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
-    Guarded { page: u32, raw: usize },
-    /// Safe: cmsafe's copy, kept in `State::copies`; librdmacm's event was acked at once.
-    Safe,
-}
-
-pub struct Record {
-    pub seq: u64,
-    pub event_type: u32,
-    pub status: i32,
-    pub id: usize,
-    /// The id whose rdma_destroy_id waits for this event: the listen id for CONNECT_REQUEST.
-    pub owner: usize,
-    pub channel: usize,
-    pub thread: i32,
-    pub get_ns: u64,
-    pub ack_ns: u64,
-    pub pd_len: u8,
-    /// Got by librdmacm for itself (synchronous ids, rsockets): librdmacm acks it.
-    pub internal: bool,
-    /// Already named in a finding; not reported again as never-acked.
-    pub reported: bool,
-    pub holder: Holder,
-}
-
-impl Record {
-    pub fn type_name(&self) -> &'static str {
-        event_type_name(self.event_type)
-    }
-}
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +22,26 @@ pub enum Op {
     DestroyId,
     MigrateId,
     DestroyQp,
+}
+
+impl Op {
+    /// The bit of `Record::reported` for this call.
+    fn bit(self) -> u8 {
+        match self {
+            Op::DestroyId => reported::DESTROY_ID,
+            Op::MigrateId => reported::MIGRATE_ID,
+            Op::DestroyQp => reported::DESTROY_QP,
+        }
+    }
+
+    /// The librdmacm call, by name.
+    pub fn call(self) -> &'static str {
+        match self {
+            Op::DestroyId => "rdma_destroy_id",
+            Op::MigrateId => "rdma_migrate_id",
+            Op::DestroyQp => "rdma_destroy_qp",
+        }
+    }
 }
 
 /// Acked events remembered for double-ack detection (and, in audit mode, guarded pages kept
@@ -75,7 +61,21 @@ pub struct State {
     touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
     copies: SafeCopies,
+    /// Threads cancelled inside librdmacm's rdma_get_cm_event: the event being read may be lost.
+    cancelled_reads: Vec<CancelledRead>,
+    cancelled_total: u64,
 }
+
+/// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
+#[derive(Clone, Copy, Debug)]
+pub struct CancelledRead {
+    pub channel: usize,
+    pub thread: i32,
+    pub at_ns: u64,
+}
+
+/// Cancelled reads remembered (the oldest are forgotten past this).
+const CANCELLED_CAP: usize = 64;
 
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
 
@@ -94,15 +94,16 @@ fn new_state(cfg: &Config) -> State {
         next_seq: 1,
         touched: false,
         copies: SafeCopies::new(),
+        cancelled_reads: Vec::new(),
+        cancelled_total: 0,
     }
 }
 
-/// Runs `f` on the state, creating it (and registering the exit and fork handlers) on first use.
+/// Runs `f` on the state, creating it on first use.
 pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut guard = STATE.lock();
     if guard.is_none() {
         *guard = Some(new_state(&CONFIG));
-        crate::lifecycle::register();
     }
     let state = guard.as_mut().expect("just created");
     state.touched = true;
@@ -233,7 +234,7 @@ impl State {
                 ack_ns: 0,
                 pd_len,
                 internal: caller.in_librdmacm,
-                reported: false,
+                reported: 0,
                 holder,
             },
         );
@@ -323,11 +324,11 @@ impl State {
 
     /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
     /// `id->event` itself before it waits, so that one does not count.
-    fn blocking(&self, id: usize, own_event: usize) -> Vec<usize> {
+    fn blocking(&self, op: Op, id: usize, own_event: usize) -> Vec<usize> {
         let mut v: Vec<usize> = self
             .live
             .iter()
-            .filter(|(p, r)| r.owner == id && **p != own_event && !r.reported)
+            .filter(|(p, r)| r.owner == id && **p != own_event && !r.reported_for(op.bit()))
             .map(|(p, _)| *p)
             .collect();
         v.sort_by_key(|p| self.live[p].seq);
@@ -355,7 +356,7 @@ impl State {
             Op::DestroyId | Op::MigrateId => {
                 // SAFETY: forwarded from the caller.
                 let own = unsafe { (*id).event } as usize;
-                self.blocking(id as usize, own)
+                self.blocking(op, id as usize, own)
             }
             Op::DestroyQp => {
                 let mut v: Vec<usize> = self
@@ -365,7 +366,7 @@ impl State {
                         r.id == id as usize
                             && r.event_type == RDMA_CM_EVENT_DISCONNECTED
                             && !r.internal
-                            && !r.reported
+                            && !r.reported_for(op.bit())
                     })
                     .map(|(p, _)| *p)
                     .collect();
@@ -453,7 +454,7 @@ impl State {
         self.add(f);
         for p in ptrs {
             if let Some(r) = self.live.get_mut(&p) {
-                r.reported = true;
+                r.reported |= op.bit();
             }
         }
     }
@@ -468,7 +469,9 @@ impl State {
         let mut ptrs: Vec<usize> = self
             .live
             .iter()
-            .filter(|(_, r)| r.channel == channel && !r.reported && !r.internal)
+            // Only events no finding named yet: this call does not block, so it adds nothing
+            // to what a destroy or migrate finding already said of them.
+            .filter(|(_, r)| r.channel == channel && r.reported == 0 && !r.internal)
             .map(|(p, _)| *p)
             .collect();
         if ptrs.is_empty() {
@@ -492,9 +495,59 @@ impl State {
         self.add(f);
         for p in ptrs {
             if let Some(r) = self.live.get_mut(&p) {
-                r.reported = true;
+                r.reported |= reported::DESTROY_CHANNEL;
             }
         }
+    }
+
+    /// A thread was cancelled inside librdmacm's rdma_get_cm_event on `channel`.
+    pub fn cancelled_read(&mut self, channel: usize) {
+        self.cancelled_total += 1;
+        if self.cancelled_reads.len() == CANCELLED_CAP {
+            self.cancelled_reads.remove(0);
+        }
+        self.cancelled_reads.push(CancelledRead {
+            channel,
+            thread: whereis::thread_id(),
+            at_ns: now_ns(),
+        });
+    }
+
+    /// Whether the program holds an unacked event that `op` on `id` waits for.
+    pub fn holds_events_of(&self, id: usize) -> bool {
+        self.live.values().any(|r| r.owner == id && !r.internal)
+    }
+
+    /// `op` on `id` (whose event channel is `channel`) has blocked `waited_ms` in `thread`
+    /// though the program holds no unacked event of the id: librdmacm waits for an event the
+    /// kernel reported and nobody completed.
+    pub fn report_lost_event(&mut self, w: &crate::watch::Blocked, waited_ms: u64) {
+        let call = w.op.call();
+        let cause = match self
+            .cancelled_reads
+            .iter()
+            .rev()
+            .find(|c| c.channel == w.channel)
+        {
+            Some(c) => format!(
+                "thread {} was cancelled inside rdma_get_cm_event on this id's event channel {:.1} ms before this call: a cancel that lands as the kernel hands over an event loses that event (glibc acts on it after the read returned), and librdmacm waits for its ack forever; cancel a CM thread only outside rdma_get_cm_event",
+                c.thread,
+                w.start_ns.saturating_sub(c.at_ns) as f64 / 1e6
+            ),
+            None => "the kernel reported an event for it that never reached the program through rdma_get_cm_event (read from the channel's fd directly, or lost by a cancelled thread)".to_string(),
+        };
+        let f = Finding {
+            kind: Kind::LostEvent,
+            seq: 0,
+            event_type: "-",
+            id: w.id,
+            thread: w.thread,
+            place: whereis::describe(w.caller.addr),
+            message: format!(
+                "{call} has waited {waited_ms} ms although every event the program got for this id was acked: {cause}"
+            ),
+        };
+        self.add(f);
     }
 
     /// At exit: events never acked, the report's event records, and the summary.
@@ -502,7 +555,7 @@ impl State {
         let mut leftover: Vec<usize> = self
             .live
             .iter()
-            .filter(|(_, r)| !r.reported && !r.internal)
+            .filter(|(_, r)| r.reported == 0 && !r.internal)
             .map(|(p, _)| *p)
             .collect();
         leftover.sort_by_key(|p| self.live[p].seq);
@@ -543,24 +596,33 @@ impl State {
             Mode::Audit => "audit",
             Mode::Off => "off",
         };
-        Some(report::summary(
+        let mut s = report::summary(
             mode,
             self.events,
             &by_type,
             &mut self.held_ns,
             &self.findings,
-        ))
+        );
+        if self.cancelled_total > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
+                self.cancelled_total
+            ));
+        }
+        Some(s)
     }
 
     /// In a child after fork(2): its own report and counts; what it inherited is not its doing.
     pub fn after_fork_in_child(&mut self) {
         for r in self.live.values_mut() {
-            r.reported = true;
+            r.reported |= reported::INHERITED;
         }
         self.events = 0;
         self.by_type = [0; 17];
         self.held_ns.clear();
         self.findings.clear();
+        self.cancelled_reads.clear();
+        self.cancelled_total = 0;
         self.report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
             ReportFile::new(crate::config::report_path(t))
         });

@@ -1,0 +1,124 @@
+//! Calls that can block forever inside librdmacm (rdma_destroy_id and rdma_migrate_id wait until
+//! every event the kernel reported for the id is acked) are watched by a thread of ours. One
+//! still blocked after CMSAFE_HANG_MS while the program holds no unacked event of that id is
+//! waiting for an event nobody can ack: it gets a finding while it blocks, so no such hang goes
+//! unnamed. (Unacked events the program holds are named before the call blocks: judge_wait.)
+
+use std::time::Duration;
+
+use crate::config::CONFIG;
+use crate::sync::ForkSafeMutex;
+use crate::track::{now_ns, with_state, Op};
+use crate::whereis::{self, Caller};
+
+/// A watched call in progress.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocked {
+    pub token: u64,
+    pub op: Op,
+    pub id: usize,
+    pub channel: usize,
+    pub thread: i32,
+    pub start_ns: u64,
+    pub caller: Caller,
+    pub reported: bool,
+}
+
+pub struct Watch {
+    calls: Vec<Blocked>,
+    next_token: u64,
+    /// The process whose watcher thread runs (a child after fork(2) starts its own).
+    watcher_pid: u32,
+}
+
+pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
+    calls: Vec::new(),
+    next_token: 1,
+    watcher_pid: 0,
+});
+
+fn watch() -> crate::sync::Guard<'static, Watch> {
+    WATCH.lock()
+}
+
+/// Starts watching `op` on `id`, called by the current thread from `caller`.
+pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
+    let mut w = watch();
+    let pid = std::process::id();
+    if w.watcher_pid != pid && spawn_watcher() {
+        w.watcher_pid = pid;
+    }
+    let token = w.next_token;
+    w.next_token += 1;
+    w.calls.push(Blocked {
+        token,
+        op,
+        id,
+        channel,
+        thread: whereis::thread_id(),
+        start_ns: now_ns(),
+        caller,
+        reported: false,
+    });
+    token
+}
+
+/// The call `token` returned.
+pub fn end(token: u64) {
+    watch().calls.retain(|b| b.token != token);
+}
+
+/// In a child after fork(2): only the forking thread exists there.
+pub fn after_fork_in_child() {
+    let mut w = watch();
+    w.calls.clear();
+}
+
+/// The watcher: a thread with every signal blocked (the program's signals are not for it).
+fn spawn_watcher() -> bool {
+    // SAFETY: sigset operations on a local set; pthread_sigmask on the calling thread, restored
+    // right after the spawn (the new thread inherits the blocked mask).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let spawned = std::thread::Builder::new()
+            .name("cmsafe-watch".into())
+            .stack_size(256 * 1024)
+            .spawn(watcher)
+            .is_ok();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        spawned
+    }
+}
+
+fn watcher() {
+    let hang_ns = CONFIG.hang_ns;
+    let tick = Duration::from_nanos((hang_ns / 4).clamp(10_000_000, 250_000_000));
+    loop {
+        std::thread::sleep(tick);
+        let now = now_ns();
+        let due: Vec<Blocked> = {
+            let mut w = watch();
+            let mut due = Vec::new();
+            for b in w.calls.iter_mut() {
+                if !b.reported && now.saturating_sub(b.start_ns) >= hang_ns {
+                    b.reported = true;
+                    due.push(*b);
+                }
+            }
+            due
+        };
+        for b in due {
+            let waited_ms = now.saturating_sub(b.start_ns) / 1_000_000;
+            crate::quietly(|| {
+                with_state(|s| {
+                    if !s.holds_events_of(b.id) {
+                        s.report_lost_event(&b, waited_ms);
+                    }
+                })
+            });
+        }
+    }
+}
