@@ -84,7 +84,7 @@ guest-test: c-tests
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
-      preload-test
+      preload-test syscall-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -207,7 +207,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
-        preload_cancel preload_lost_event preload_dlopen race_cancelled_read
+        preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
+        misuse_qp_then_destroy
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
@@ -320,24 +321,47 @@ $(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
 
+$(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
+
+.PHONY: syscall-bench syscall-test
+
+# System calls per event, raw against the API and the preload, counted under strace in the guest
+# (scripts/syscall-count): the table with each target, in bench/results/syscalls.md.
+syscall-bench: $(BENCH)/syscall_loop preload
+	@mkdir -p bench/results
+	{ echo "## System calls per event (guest: \`scripts/rxe-vm -- scripts/syscall-count --events 400\`)"; \
+	  echo; $(RXE_VM) -- scripts/syscall-count --events 400; } | tee bench/results/syscalls.md
+
+# The same count in `make test` (200 events: a count per event does not depend on how many):
+# every API row must be exactly on its budget.
+syscall-test: $(BENCH)/syscall_loop preload
+	$(RXE_VM) -- scripts/syscall-count --events 200 --check
+
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
 copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
 	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
 	  $(BENCH)/copy_path 51 20000 100000; echo; \
-	  echo "### Where the time goes: \`perf record -e cpu-clock $(BENCH)/copy_path 21 20000 1000\`"; \
-	  echo; echo "Share of all samples (cmsafe and the hand copy run alternately; libc's malloc/free"; \
-	  echo "and memmove belong mostly to the hand copy):"; echo; \
-	  perf record -q -e cpu-clock -o $(BENCH)/copy.perf.data $(BENCH)/copy_path 21 20000 1000 >/dev/null 2>&1 && \
-	  perf report -i $(BENCH)/copy.perf.data --stdio --no-children --sort dso,sym 2>/dev/null | \
-	    grep -E '^ +[0-9]' | head -n 14 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
+	  echo "### Where the time goes: \`perf record -e cpu-clock --call-graph dwarf $(BENCH)/copy_path profile 300000\`"; \
+	  echo; echo "cmsafe alone (cmsafe_event_copy + cmsafe_event_release of each kind); share of all samples,"; \
+	  echo "self (the function's own code, inlined callees included):"; echo; \
+	  perf record -q -e cpu-clock --call-graph dwarf -o $(BENCH)/copy.perf.data $(BENCH)/copy_path profile 300000 >/dev/null 2>&1 && \
+	  perf report -i $(BENCH)/copy.perf.data --stdio --no-children --sort dso,sym -g none 2>/dev/null | \
+	    grep -E '^ +[0-9]' | head -n 16 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
+	  echo; echo "and with callees (the two calls and the big steps):"; echo; \
+	  perf report -i $(BENCH)/copy.perf.data --stdio --children --sort sym -g none 2>/dev/null | \
+	    grep -E '^ +[0-9]' | grep -E 'cmsafe_event_copy$$|cmsafe_event_release$$|copy_of$$|slot::alloc$$|alloc_with$$|release_at$$|from_raw$$|take_index$$|count_type$$|coarse_ns$$|tls_get_addr' | \
+	    head -n 14 | sed 's/^/    /'; \
+	  echo; cat benches/copy_path_notes.md; \
 	} | tee bench/results/copy-path.md
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, alternated.
 setup-bench: $(BENCH)/cm_setup preload
 	@mkdir -p bench/results
-	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 5\`)"; \
-	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 5; } | tee bench/results/cm-setup.md
+	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 9\`)"; \
+	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 9; } | tee bench/results/cm-setup.md
 
-bench: copy-bench setup-bench
+bench: copy-bench setup-bench syscall-bench

@@ -1,7 +1,9 @@
 /* Copy path, no kernel: the cost per event of cmsafe's copy and bookkeeping (cmsafe_event_copy,
  * then cmsafe_event_release) against the copy people write by hand today (malloc the struct,
  * malloc and memcpy the private data, free both), on synthetic events of each kind, in the same
- * run. Prints ns per event (median of RUNS runs of BATCH events) and heap allocations per event,
+ * run. Prints ns per event (median of RUNS runs of BATCH events, in this thread's CPU time,
+ * CLOCK_THREAD_CPUTIME_ID, so that time the machine gives to other processes is not counted:
+ * these machines are shared) and heap allocations per event,
  * counted by malloc/calloc/realloc defined in this executable (they interpose for every library
  * in the process, libcmsafe.so included).
  *
@@ -10,6 +12,7 @@
  * difference being the private data buffer), for cmsafe and for the hand copy.
  *
  *   copy_path [RUNS] [BATCH] [HELD]
+ *   copy_path profile N     cmsafe only: N copies of each kind, for perf record
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -181,7 +184,7 @@ static double held_bytes_here(int use_cmsafe, const struct rdma_cm_event *ev, in
 static double now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
@@ -213,7 +216,8 @@ static void measure(void (*copy)(const struct rdma_cm_event *), const struct rdm
 
 int main(int argc, char **argv)
 {
-    int runs = argc > 1 ? atoi(argv[1]) : 51;
+    int profile = argc > 2 && strcmp(argv[1], "profile") == 0;
+    int runs = argc > 1 && !profile ? atoi(argv[1]) : 51;
     int batch = argc > 2 ? atoi(argv[2]) : 20000;
     int held = argc > 3 ? atoi(argv[3]) : 100000;
     for (unsigned i = 0; i < sizeof pdata; i++)
@@ -246,34 +250,46 @@ int main(int argc, char **argv)
     kinds[5].ev.id = &ud_id;
     kinds[5].ev.param.ud.private_data = &mcast_context;
 
-    printf("copy path, no kernel: median of %d runs of %d events each\n\n", runs, batch);
-    printf("| event | cmsafe ns/event | hand copy ns/event | hand / cmsafe | cmsafe allocs/event | hand allocs/event |\n");
-    printf("|---|---:|---:|---:|---:|---:|\n");
+    if (profile) {
+        long n = atol(argv[2]);
+        for (int k = 0; k < 6; k++)
+            for (long i = 0; i < n; i++)
+                cmsafe_copy(&kinds[k].ev);
+        return 0;
+    }
+    printf("copy path, no kernel: median of %d runs of %d events each, ns of thread CPU time\n\n", runs,
+           batch);
+    printf("| event | cmsafe ns/event | hand copy ns/event | hand / cmsafe | cmsafe allocs/event | hand allocs/event | <= 25 ns and <= hand |\n");
+    printf("|---|---:|---:|---:|---:|---:|---|\n");
     double worst_ns = 0, worst_ratio = 1e9, worst_allocs = 0;
     for (int k = 0; k < 6; k++) {
         double c_ns, c_allocs, h_ns, h_allocs;
         /* Alternate the two, so drift in the machine hits both. */
         measure(cmsafe_copy, &kinds[k].ev, runs, batch, &c_ns, &c_allocs);
         measure(hand_copy, &kinds[k].ev, runs, batch, &h_ns, &h_allocs);
-        printf("| %s | %.1f | %.1f | %.2fx | %.3f | %.3f |\n", kinds[k].name, c_ns, h_ns, h_ns / c_ns,
-               c_allocs, h_allocs);
+        printf("| %s | %.1f | %.1f | %.2fx | %.3f | %.3f | %s |\n", kinds[k].name, c_ns, h_ns, h_ns / c_ns,
+               c_allocs, h_allocs, c_ns <= 25 && c_ns <= h_ns ? "met" : "NOT met");
         if (c_ns > worst_ns) worst_ns = c_ns;
         if (h_ns / c_ns < worst_ratio) worst_ratio = h_ns / c_ns;
         if (c_allocs > worst_allocs) worst_allocs = c_allocs;
     }
-    printf("\ntargets: <= 50 ns/event: %s (worst %.1f); >= 2x faster than the hand copy: %s (worst %.2fx); "
+    printf("\ntargets: every event <= 25 ns: %s (worst %.1f); no slower than the hand copy: %s (worst hand/cmsafe %.2fx); "
            "zero allocations per event: %s (worst %.3f)\n",
-           worst_ns <= 50 ? "met" : "NOT met", worst_ns, worst_ratio >= 2 ? "met" : "NOT met", worst_ratio,
+           worst_ns <= 25 ? "met" : "NOT met", worst_ns, worst_ratio >= 1 ? "met" : "NOT met", worst_ratio,
            worst_allocs == 0 ? "met" : "NOT met", worst_allocs);
 
     /* Memory: each measured in its own child process. */
     double c_ev = held_bytes(1, &kinds[3].ev, held), h_ev = held_bytes(0, &kinds[3].ev, held);
     double c_pd = held_bytes(1, &kinds[0].ev, held) - c_ev, h_pd = held_bytes(0, &kinds[0].ev, held) - h_ev;
     printf("\nmemory, %d copies held at once (VmRSS delta / copies):\n\n", held);
-    printf("| bytes per live | cmsafe | hand copy |\n|---|---:|---:|\n");
-    printf("| event (no private data) | %.0f | %.0f |\n", c_ev, h_ev);
-    printf("| private data buffer (56 B) | %.0f | %.0f |\n", c_pd, h_pd);
-    printf("\ncmsafe's event copy also holds the id's two addresses (sockaddr_storage, 128 B each), "
-           "its sequence number, fetch time and status kind; a buffer holds up to 255 bytes.\n");
+    printf("| bytes per live | cmsafe | hand copy | cmsafe / hand | target <= 1.5x |\n|---|---:|---:|---:|---|\n");
+    printf("| event (no private data, IPv4 addresses) | %.1f | %.1f | %.3fx | %s |\n", c_ev, h_ev, c_ev / h_ev,
+           c_ev <= 1.5 * h_ev ? "met" : "NOT met");
+    printf("| private data buffer (56 B) | %.1f | %.1f | %.3fx | %s |\n", c_pd, h_pd, c_pd / h_pd,
+           c_pd <= 1.5 * h_pd ? "met" : "NOT met");
+    printf("\nA cmsafe copy is one pooled slot: librdmacm's struct, sequence number, fetch time, the "
+           "buffer's own refcount and flags, then the private data bytes and the id's two addresses at "
+           "their family's length (IPv4: 16 bytes each); a hand copy of the hand kind above holds neither "
+           "addresses nor sequence number nor time.\n");
     return 0;
 }

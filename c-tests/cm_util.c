@@ -108,11 +108,21 @@ const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len)
 #include <poll.h>
 #include <time.h>
 
-uint64_t cm_now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cm_now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t cm_coarse_now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 double cm_ms_since(uint64_t start_ns)

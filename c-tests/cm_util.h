@@ -36,8 +36,11 @@ const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len);
 
 #include <stdint.h>
 
-/* CLOCK_MONOTONIC now, in nanoseconds (the clock cmsafe_event_time_ns uses). */
+/* CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t cm_now_ns(void);
+
+/* CLOCK_MONOTONIC_COARSE now, in nanoseconds (the clock cmsafe_event_time_ns uses). */
+uint64_t cm_coarse_now_ns(void);
 
 /* Milliseconds elapsed since `start_ns` (a cm_now_ns value). */
 double cm_ms_since(uint64_t start_ns);

@@ -27,9 +27,9 @@ static uint64_t seen_by_type[CMSAFE_EVENT_TYPE_SLOTS];
  * `ud`: the id is a UD id, so the private data is in param.ud. */
 static cmsafe_event *fetch(struct rdma_event_channel *ch, enum rdma_cm_event_type want, int ud)
 {
-    uint64_t before = cm_now_ns();
+    uint64_t before = cm_coarse_now_ns();
     cmsafe_event *ev = cm_expect_within(ch, want, 10000);
-    uint64_t after = cm_now_ns();
+    uint64_t after = cm_coarse_now_ns();
     const struct rdma_cm_event *cm = cmsafe_event_cm(ev);
     const char *name = rdma_event_str(want);
     REQUIRE(cm != NULL, "%s: cmsafe_event_cm is NULL", name);

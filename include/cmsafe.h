@@ -277,7 +277,12 @@ struct rdma_cm_id *cmsafe_event_listen_id(const cmsafe_event *ev);
 uint64_t cmsafe_event_seq(const cmsafe_event *ev);
 
 /**
- * When the event was fetched, in nanoseconds of CLOCK_MONOTONIC (clock_gettime(2)).
+ * When the event was fetched (or copied, for `cmsafe_event_copy`), in nanoseconds of
+ * CLOCK_MONOTONIC_COARSE (clock_gettime(2)): the same clock as CLOCK_MONOTONIC, read without a
+ * system call on any clocksource, but advanced only once per kernel tick, so its resolution is
+ * what `clock_getres(CLOCK_MONOTONIC_COARSE)` reports (1 to 10 ms: 4 ms on a HZ=250 kernel)
+ * and it may lag CLOCK_MONOTONIC by up to that much. Compare it with CLOCK_MONOTONIC_COARSE
+ * readings, not CLOCK_MONOTONIC ones.
  * NULL: returns 0. Threads: any.
  */
 uint64_t cmsafe_event_time_ns(const cmsafe_event *ev);
@@ -285,7 +290,10 @@ uint64_t cmsafe_event_time_ns(const cmsafe_event *ev);
 /**
  * The id's local address as it was when the event was fetched (what `rdma_get_local_addr(3)`
  * returned then); readable after the id is destroyed. Its family is AF_UNSPEC when the id had
- * no address yet. The storage is a `struct sockaddr_storage`.
+ * no address yet. The storage is as long as the family's own address structure: a
+ * `struct sockaddr_in` for AF_INET, `sockaddr_in6` for AF_INET6, `sockaddr_ib` (48 bytes) for
+ * AF_IB, a `struct sockaddr` (16 bytes) for AF_UNSPEC, and a whole `struct sockaddr_storage`
+ * for any other family; read no further than that. It is 4-byte aligned (8 for AF_IB).
  *
  * Ownership: borrowed from `ev`, valid while a reference to `ev` is held.
  * NULL: returns NULL. Threads: any.
@@ -344,7 +352,16 @@ int cmsafe_event_describe(const cmsafe_event *ev,
  * NULL: `ch` or `out` NULL fails with EINVAL.
  *
  * Threads: any number of threads may fetch from one channel; each event is delivered to
- * exactly one of them. Do not mix with direct `rdma_get_cm_event` calls on the same channel.
+ * exactly one of them. A fetch holds the channel's cmsafe lock while it waits (a blocked
+ * `cmsafe_get_event` holds it inside `rdma_get_cm_event`), so fetches with a timeout on the
+ * same channel wait for it no longer than their timeout. Do not mix with direct
+ * `rdma_get_cm_event` calls on the same channel.
+ *
+ * System calls: exactly those of `rdma_get_cm_event(3)` (its read of the channel's fd), none of
+ * cmsafe's own: no poll(2), no fcntl(2); the fetch time is read through the vDSO where the
+ * kernel's clocksource allows (TSC; see `cmsafe_event_time_ns`). On an O_NONBLOCK channel, the
+ * EAGAIN of `rdma_get_cm_event` is passed on, as a raw loop sees it. An event kept after ENOMEM
+ * is returned first, without a system call.
  *
  * Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
  * queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
@@ -361,7 +378,24 @@ int cmsafe_get_event(struct rdma_event_channel *ch,
  * `timeout_ms` < 0 waits without limit; 0 takes only an event already queued. The wait is
  * poll(2) on the channel's fd, so its resolution is the kernel's (about a millisecond).
  *
- * Ownership, NULL, threads: as `cmsafe_get_event`.
+ * Ownership, NULL, threads: as `cmsafe_get_event` (a fetch waiting on the same channel in
+ * another thread counts against the timeout: this call waits for it at most `timeout_ms`).
+ *
+ * System calls, besides `rdma_get_cm_event(3)`'s own:
+ * - `timeout_ms` < 0: none on a blocking channel (`rdma_get_cm_event` itself blocks); on an
+ *   O_NONBLOCK channel with nothing queued, poll(2) until an event arrives.
+ * - `timeout_ms` > 0: one poll(2) per call (its wait), and a clock_gettime(2) for the deadline
+ *   (through the vDSO where the clocksource allows).
+ * - `timeout_ms` == 0: none on an O_NONBLOCK channel (nothing queued: the EAGAIN of
+ *   `rdma_get_cm_event`); one poll(2) with no wait on a blocking channel.
+ *
+ * Which of the last two a channel is, cmsafe reads once with fcntl(2) F_GETFL, the first time a
+ * call with `timeout_ms` == 0 (or a batch, see `cmsafe_get_events`) needs it, and learns from
+ * any EAGAIN of `rdma_get_cm_event`; it then remembers it for that channel address and fd. Set
+ * or clear O_NONBLOCK on a channel before cmsafe fetches from it, not in between: a channel
+ * cmsafe believes O_NONBLOCK but that was made blocking again would make a `timeout_ms` == 0
+ * call block until an event arrives. The same holds for a channel created at the address and
+ * fd of a destroyed O_NONBLOCK one (the Rust `EventChannel` forgets when it destroys its own).
  *
  * Returns 0, or -1 with errno: ETIMEDOUT (nothing arrived in time), EINTR (a signal arrived
  * while waiting: the wait is not resumed, as librdmacm's own blocking read would not be), and
@@ -382,6 +416,18 @@ int cmsafe_get_event_timeout(struct rdma_event_channel *ch,
  *
  * Threads: as `cmsafe_get_event`; batches taken concurrently from one channel never share an
  * event.
+ *
+ * System calls: the first event is waited for as `cmsafe_get_event_timeout` waits. Each further
+ * event is taken with no wait: on an O_NONBLOCK channel by `rdma_get_cm_event` alone, so a
+ * batch that drains the channel makes exactly the calls of a raw drain loop, its last one the
+ * EAGAIN that ends the batch; on a blocking channel with a poll(2) before each further event
+ * tried, the one that finds the channel empty included (nothing else tells whether another
+ * event is queued).
+ *
+ * Draining: a count below `max` means the batch found the channel empty (or an error ended it,
+ * which the next call reports). A loop that drains an O_NONBLOCK channel after poll(2) may stop
+ * at a count below `max`: calling again until 0 asks librdmacm once more (a second EAGAIN per
+ * wakeup that a raw loop does not make).
  *
  * Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
  * (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before
@@ -456,8 +502,8 @@ int cmsafe_stats_get(cmsafe_stats *out);
 /**
  * Test hook: makes one future allocation fail, to exercise the ENOMEM path. The allocation
  * after `skip` successful ones fails (0: the next one); a negative `skip` disarms. The
- * allocations of a fetch are: the channel's state (first fetch on a channel only), the private
- * data buffer (when the event carries some), the event.
+ * allocations of a fetch are: the channel's state (first fetch on a channel only), then the
+ * event (one allocation, which holds its private data too).
  *
  * Not for production use. Threads: process-wide; any.
  */

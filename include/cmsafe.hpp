@@ -196,9 +196,9 @@ public:
     struct rdma_cm_id *listen_id() const noexcept { return cmsafe_event_listen_id(ev_); }
     /** Process-wide fetch order, from 1 (cmsafe_event_seq); 0 when empty. */
     std::uint64_t seq() const noexcept { return cmsafe_event_seq(ev_); }
-    /** The fetch time, CLOCK_MONOTONIC nanoseconds (cmsafe_event_time_ns); 0 when empty. */
+    /** The fetch time, CLOCK_MONOTONIC_COARSE nanoseconds (cmsafe_event_time_ns); 0 when empty. */
     std::uint64_t time_ns() const noexcept { return cmsafe_event_time_ns(ev_); }
-    /** The fetch time as a duration since CLOCK_MONOTONIC's epoch. */
+    /** The fetch time as a duration since CLOCK_MONOTONIC's epoch (a coarse reading). */
     std::chrono::nanoseconds time() const noexcept
     {
         return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(time_ns()));

@@ -38,7 +38,7 @@ const LOCAL_MAX: usize = 192;
 /// Slots moved between a thread and the pool at a time.
 const BATCH: usize = 32;
 /// Pools with a per-thread cache: see `Pool::new`'s `id`.
-const POOLS: usize = 4;
+const POOLS: usize = 6;
 
 #[repr(C)]
 pub(crate) struct Slot<T> {
@@ -57,8 +57,69 @@ struct Arena {
     committed: AtomicUsize,
 }
 
+/// The pool's free slots, oldest first: a FIFO linked through the free slots themselves (each
+/// holds the index of the next in its value's first word), so it costs no memory per slot.
 struct FreeList {
-    free: VecDeque<u32>,
+    head: u32,
+    tail: u32,
+    len: usize,
+    /// The arena's base and the slot size, once the arena exists.
+    base: usize,
+    slot: usize,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl FreeList {
+    const fn new() -> Self {
+        FreeList {
+            head: NO_SLOT,
+            tail: NO_SLOT,
+            len: 0,
+            base: 0,
+            slot: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn next_word(&self, index: u32) -> *mut u32 {
+        (self.base + index as usize * self.slot + VALUE_OFFSET) as *mut u32
+    }
+
+    fn push_back(&mut self, index: u32) {
+        // SAFETY: a committed, free slot: its value is dead and only this list (held under the
+        // pool's lock) writes it; the word is 4-aligned (slots are 8-aligned).
+        unsafe { self.next_word(index).write(NO_SLOT) };
+        if self.tail == NO_SLOT {
+            self.head = index;
+        } else {
+            // SAFETY: as above, for the current tail.
+            unsafe { self.next_word(self.tail).write(index) };
+        }
+        self.tail = index;
+        self.len += 1;
+    }
+
+    fn pop_front(&mut self) -> Option<u32> {
+        if self.head == NO_SLOT {
+            return None;
+        }
+        let index = self.head;
+        // SAFETY: a slot on this list: free, committed, its next word written by push_back.
+        self.head = unsafe { self.next_word(index).read() };
+        if self.head == NO_SLOT {
+            self.tail = NO_SLOT;
+        }
+        self.len -= 1;
+        Some(index)
+    }
 }
 
 /// A thread's free slots of one pool, oldest first.
@@ -108,8 +169,10 @@ unsafe impl<T: Send + Sync> Send for Pool<T> {}
 impl<T: Send + Sync + 'static> GiveBack for Pool<T> {
     fn give_back(&self, indices: &mut VecDeque<u32>, count: usize) {
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // Capacity for every committed slot was reserved in `grow`: this never allocates.
-        list.free.extend(indices.drain(..count.min(indices.len())));
+        // A linked list through the free slots: this never allocates.
+        for index in indices.drain(..count.min(indices.len())) {
+            list.push_back(index);
+        }
     }
 }
 
@@ -121,9 +184,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
             what,
             magic_live,
             arena: OnceCell::new(),
-            free: Mutex::new(FreeList {
-                free: VecDeque::new(),
-            }),
+            free: Mutex::new(FreeList::new()),
             _values: PhantomData,
         }
     }
@@ -131,6 +192,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     const SLOT: usize = size_of::<Slot<T>>();
 
     /// Live slots, counted by their magic word: for statistics, not for hot paths.
+    #[cfg(test)]
     pub(crate) fn live(&self) -> u64 {
         let Some(arena) = self.arena.get() else {
             return 0;
@@ -176,9 +238,6 @@ impl<T: Send + Sync + 'static> Pool<T> {
             return Err(AllocError);
         }
         let (first, last) = (old / Self::SLOT, new / Self::SLOT);
-        // Room for every slot that will exist, so `release` never allocates.
-        let want = last.saturating_sub(list.free.len());
-        list.free.try_reserve(want).map_err(|_| AllocError)?;
         // SAFETY: [base+old, base+new) lies inside our reservation.
         let rc = unsafe {
             libc::mprotect(
@@ -192,7 +251,11 @@ impl<T: Send + Sync + 'static> Pool<T> {
         }
         // Published before the slots can be handed out, so `check` sees them.
         arena.committed.store(new, Ordering::Release);
-        list.free.extend((first..last).map(|i| i as u32));
+        list.base = arena.base;
+        list.slot = Self::SLOT;
+        for i in first..last {
+            list.push_back(i as u32);
+        }
         Ok(())
     }
 
@@ -267,7 +330,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     fn free_list(&self, keep: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
         let arena = self.arena()?;
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if list.free.len() <= keep && self.grow(arena, &mut list).is_err() && list.free.is_empty() {
+        if list.len() <= keep && self.grow(arena, &mut list).is_err() && list.is_empty() {
             return Err(AllocError);
         }
         Ok(list)
@@ -280,20 +343,16 @@ impl<T: Send + Sync + 'static> Pool<T> {
             Err(e) if local.is_empty() => return Err(e),
             Err(_) => return Ok(()),
         };
-        let n = BATCH.min(list.free.len());
-        local.extend(list.free.drain(..n));
+        let n = BATCH.min(list.len());
+        local.extend(std::iter::from_fn(|| list.pop_front()).take(n));
         Ok(())
     }
 
     fn take_index_global(&self) -> Result<u32, AllocError> {
-        self.free_list(QUARANTINE)?
-            .free
-            .pop_front()
-            .ok_or(AllocError)
+        self.free_list(QUARANTINE)?.pop_front().ok_or(AllocError)
     }
 
     /// Whether `ptr` is a slot of this pool, and the slot; no claim about its liveness.
-    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
     fn slot_of(&self, ptr: *const u8) -> Option<&Slot<T>> {
         let arena = self.arena.get()?;
         let offset = (ptr as usize).checked_sub(arena.base)?;
@@ -306,8 +365,8 @@ impl<T: Send + Sync + 'static> Pool<T> {
         Some(unsafe { &*(ptr as *const Slot<T>) })
     }
 
-    /// The live slot behind a handle from C; reports and aborts on anything else.
-    #[cfg_attr(not(feature = "capi"), allow(dead_code))]
+    /// The live slot behind a handle; reports and aborts on anything else.
+    #[cfg(test)]
     pub(crate) fn check(&self, ptr: *const u8, op: &str) -> &Slot<T> {
         let Some(slot) = self.slot_of(ptr) else {
             misuse(format_args!(
@@ -329,6 +388,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     }
 
     /// The value of a live slot.
+    #[cfg(test)]
     pub(crate) fn value<'a>(&self, slot: &'a Slot<T>) -> &'a T {
         // SAFETY: a live slot holds an initialized value that only its last release drops.
         unsafe { (*slot.value.get()).assume_init_ref() }
@@ -340,7 +400,14 @@ impl<T: Send + Sync + 'static> Pool<T> {
 
     /// Gives one reference back; the last one drops the value and queues the slot.
     pub(crate) fn release(&self, slot: &Slot<T>, op: &str) {
-        let before = slot.refs.fetch_sub(1, Ordering::Release);
+        let before = if slot.refs.load(Ordering::Acquire) == 1 {
+            // The one reference left is the caller's: no other thread can retain or release
+            // (both take a reference), so no read-modify-write is needed to drop it.
+            slot.refs.store(0, Ordering::Relaxed);
+            1
+        } else {
+            slot.refs.fetch_sub(1, Ordering::Release)
+        };
         if before == 0 {
             misuse(format_args!(
                 "{op}({:p}): this {} has no reference left (released more often than retained)",
@@ -376,76 +443,85 @@ impl<T: Send + Sync + 'static> Pool<T> {
 
     fn give_back_one(&self, index: u32) {
         let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // Capacity for every committed slot was reserved in `grow`: this never allocates.
-        list.free.push_back(index);
+        // A linked list through the free slots: this never allocates.
+        list.push_back(index);
     }
 }
 
-/// A value that lives in a pool: which pool, and which C call gives a reference back (for
-/// misuse reports).
-pub(crate) trait Pooled: Send + Sync + Sized + 'static {
-    fn pool() -> &'static Pool<Self>;
-    const RELEASE: &'static str;
+/// What an address is to a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Not a slot boundary of this pool.
+    Foreign,
+    /// A slot of this pool, released.
+    Free,
+    /// A slot of this pool holding a value.
+    Live,
 }
 
-/// One counted reference to a pooled value: cloning retains, dropping releases.
-pub(crate) struct Handle<T: Pooled>(NonNull<Slot<T>>);
+/// A pool seen through slot addresses: for one kind of value kept in several pools (size
+/// classes), so that its handles need not know a slot's size. `slot` arguments are addresses
+/// of live slots of this pool.
+pub(crate) trait SlotPool: Sync {
+    fn classify(&self, ptr: *const u8) -> SlotState;
+    fn retain_at(&self, slot: *const u8);
+    /// Gives one reference back; the last one frees the slot.
+    fn release_at(&self, slot: *const u8, op: &str);
+    /// Live slots for which `f` (given the slot's address) holds; for statistics.
+    fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64;
+}
 
-// SAFETY: the value is immutable once made (T: Sync) and the refcount is atomic.
-unsafe impl<T: Pooled> Send for Handle<T> {}
-// SAFETY: as above.
-unsafe impl<T: Pooled> Sync for Handle<T> {}
-
-impl<T: Pooled> Handle<T> {
-    /// Takes over the one reference a fresh slot holds.
-    pub(crate) fn new(slot: NonNull<Slot<T>>) -> Self {
-        Handle(slot)
+impl<T: Send + Sync + 'static> SlotPool for Pool<T> {
+    fn classify(&self, ptr: *const u8) -> SlotState {
+        match self.slot_of(ptr) {
+            None => SlotState::Foreign,
+            Some(slot) => match slot.magic.load(Ordering::Acquire) {
+                m if m == self.magic_live => SlotState::Live,
+                MAGIC_FREE => SlotState::Free,
+                _ => SlotState::Foreign,
+            },
+        }
     }
 
-    pub(crate) fn get(&self) -> &T {
-        // SAFETY: we hold a reference, so the slot is live.
-        T::pool().value(unsafe { self.0.as_ref() })
+    fn retain_at(&self, slot: *const u8) {
+        // SAFETY: per the trait, a live slot of this pool.
+        self.retain(unsafe { &*(slot as *const Slot<T>) });
     }
 
-    /// The handle C sees; it carries this reference.
-    #[cfg(feature = "capi")]
-    pub(crate) fn into_raw(self) -> *const u8 {
-        let ptr = self.as_raw();
-        std::mem::forget(self);
-        ptr
+    fn release_at(&self, slot: *const u8, op: &str) {
+        // SAFETY: per the trait, a live slot of this pool.
+        self.release(unsafe { &*(slot as *const Slot<T>) }, op);
     }
 
-    #[cfg(feature = "capi")]
-    pub(crate) fn as_raw(&self) -> *const u8 {
-        self.0.as_ptr() as *const u8
-    }
-
-    /// Takes over the reference a C handle carries, after checking the handle (a released or
-    /// foreign one is reported and aborts).
-    #[cfg(feature = "capi")]
-    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
-        Handle(NonNull::from(T::pool().check(ptr, op)))
+    fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64 {
+        let Some(arena) = self.arena.get() else {
+            return 0;
+        };
+        let slots = arena.committed.load(Ordering::Acquire) / Self::SLOT;
+        (0..slots)
+            .map(|i| (arena.base + i * Self::SLOT) as *const u8)
+            .filter(|&p| self.classify(p) == SlotState::Live && f(p))
+            .count() as u64
     }
 }
 
-impl<T: Pooled> Clone for Handle<T> {
-    fn clone(&self) -> Self {
-        // SAFETY: we hold a reference, so the slot is live.
-        T::pool().retain(unsafe { self.0.as_ref() });
-        Handle(self.0)
-    }
-}
+/// Where a slot's value begins: after the magic word and the refcount.
+pub(crate) const VALUE_OFFSET: usize = 8;
+const _: () = assert!(std::mem::offset_of!(Slot<u64>, value) == VALUE_OFFSET);
+const _: () = assert!(std::mem::offset_of!(Slot<u64>, refs) == 4);
 
-impl<T: Pooled> Drop for Handle<T> {
-    fn drop(&mut self) {
-        // SAFETY: we hold a reference, so the slot is live.
-        T::pool().release(unsafe { self.0.as_ref() }, T::RELEASE);
-    }
+/// The references a slot of any pool holds now, from its address.
+///
+/// # Safety
+/// `slot` is a committed slot of some pool (its header is always initialized).
+pub(crate) unsafe fn refs_of(slot: *const u8) -> u32 {
+    // SAFETY: per the contract; `refs` is at offset 4 of every `Slot` (repr(C), asserted above).
+    unsafe { &*(slot.add(4) as *const AtomicU32) }.load(Ordering::Acquire)
 }
 
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
 #[cold]
-fn misuse(what: std::fmt::Arguments<'_>) -> ! {
+pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
     log::error!("cmsafe: {what}; aborting");
     // The log may be routed to a callback that drops it: say it on stderr too.
     eprintln!("cmsafe: {what}; aborting");

@@ -63,9 +63,15 @@ impl SafeCopies {
     ) -> Result<*mut rdma_cm_event, AllocError> {
         // SAFETY: forwarded from the caller.
         let ev = unsafe { Event::copy_from_raw(raw) }?;
+        Ok(self.insert(ev))
+    }
+
+    /// Takes a copy made with [`Event::copy_from_raw`] (outside any lock the caller holds) and
+    /// returns the pointer to hand the program.
+    pub fn insert(&mut self, ev: Event) -> *mut rdma_cm_event {
         let p = handle(&ev);
         self.live.insert(p as usize, ev);
-        Ok(p)
+        p
     }
 
     fn holds(&self, (key, seq): Entry) -> bool {

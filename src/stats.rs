@@ -1,6 +1,8 @@
 //! Process-wide counters: what was fetched, acked and released, and what is still alive.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// Event types counted one by one; librdmacm 44 defines 16 (ADDR_RESOLVED .. TIMEWAIT_EXIT).
 pub(crate) const EVENT_TYPES: usize = 16;
@@ -45,9 +47,80 @@ pub struct Stats {
     pub by_type: [u64; EVENT_TYPE_SLOTS],
 }
 
+/// One thread's per-type counts. Only its thread writes them (a load and a store, no locked
+/// read-modify-write on the copy path); a snapshot adds up every block. When the thread ends,
+/// its block waits for the next new thread, counts and all: the sum stays right.
+struct TypeBlock {
+    by_type: [AtomicU64; EVENT_TYPE_SLOTS],
+}
+
+/// Every block ever made (they are never freed), and the ones whose thread ended.
+static BLOCKS: Mutex<Vec<&'static TypeBlock>> = Mutex::new(Vec::new());
+static SPARE: Mutex<Vec<&'static TypeBlock>> = Mutex::new(Vec::new());
+
+/// This thread's block, handed back to SPARE when the thread ends.
+struct Mine(Cell<Option<&'static TypeBlock>>);
+
+impl Drop for Mine {
+    fn drop(&mut self) {
+        if let Some(block) = self.0.take() {
+            // Capacity for every block was reserved when it was made: this never allocates.
+            lock(&SPARE).push(block);
+        }
+    }
+}
+
+thread_local! {
+    static MINE: Mine = const { Mine(Cell::new(None)) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A block for a thread that has none: a spare one, or a new one; None when memory is short.
+fn new_block() -> Option<&'static TypeBlock> {
+    if let Some(block) = lock(&SPARE).pop() {
+        return Some(block);
+    }
+    let mut blocks = lock(&BLOCKS);
+    // Room for this block in both lists, so that a thread's end never allocates.
+    blocks.try_reserve(1).ok()?;
+    let need = blocks.len() + 1;
+    {
+        let mut spare = lock(&SPARE);
+        let more = need.saturating_sub(spare.len());
+        spare.try_reserve(more).ok()?;
+    }
+    let layout = std::alloc::Layout::new::<TypeBlock>();
+    // SAFETY: a non-zero-sized layout; all-zero bytes are valid AtomicU64s.
+    let block = unsafe { std::alloc::alloc_zeroed(layout) } as *const TypeBlock;
+    // SAFETY: NULL or a fresh, zeroed, suitably aligned block, leaked on purpose (blocks are
+    // reused, never freed, so a snapshot may always read them).
+    let block: &'static TypeBlock = unsafe { block.as_ref() }?;
+    blocks.push(block);
+    Some(block)
+}
+
 pub(crate) fn count_type(t: u32) {
     let i = (t as usize).min(EVENT_TYPES);
-    COUNTERS.by_type[i].fetch_add(1, Relaxed);
+    let counted = MINE.try_with(|mine| {
+        let block = match mine.0.get() {
+            Some(b) => b,
+            None => {
+                let b = new_block()?;
+                mine.0.set(Some(b));
+                b
+            }
+        };
+        let c = &block.by_type[i];
+        c.store(c.load(Relaxed) + 1, Relaxed);
+        Some(())
+    });
+    if !matches!(counted, Ok(Some(()))) {
+        // No block (thread teardown, or no memory for one): the shared counter.
+        COUNTERS.by_type[i].fetch_add(1, Relaxed);
+    }
 }
 
 /// The counters now.
@@ -55,6 +128,11 @@ pub fn snapshot() -> Stats {
     let mut by_type = [0; EVENT_TYPE_SLOTS];
     for (out, c) in by_type.iter_mut().zip(COUNTERS.by_type.iter()) {
         *out = c.load(Relaxed);
+    }
+    for block in lock(&BLOCKS).iter() {
+        for (out, c) in by_type.iter_mut().zip(block.by_type.iter()) {
+            *out += c.load(Relaxed);
+        }
     }
     // Derived rather than counted, to keep atomics off the copy path: every copy takes a
     // sequence number, and a copy not live any more was released.

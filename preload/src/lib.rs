@@ -20,6 +20,7 @@ mod config;
 mod entry;
 mod findings;
 mod guard;
+mod held;
 mod lifecycle;
 mod real;
 mod record;
@@ -99,7 +100,8 @@ fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> u64 {
             let waited_ms = (track::now_ns() - start) / 1_000_000;
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
-        if op != Op::DestroyQp {
+        // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
+        if op != Op::DestroyQp && !caller.in_librdmacm {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
             token = watch::begin(op, id as usize, channel, caller);
@@ -138,7 +140,10 @@ unsafe extern "C-unwind" fn get_cm_event(
     quietly(|| {
         let caller = whereis::caller_at(ret);
         // SAFETY: `raw` was just returned by librdmacm, unacked.
-        (handed, ack_now) = with_state(|s| unsafe { s.got(channel as usize, raw, caller, mode) });
+        let prepared = unsafe { track::prepare(raw, mode) };
+        // SAFETY: as above.
+        (handed, ack_now) =
+            with_state(|s| unsafe { s.got(channel as usize, raw, caller, prepared) });
     });
     if ack_now {
         if let Some(ack) = real::ack_event() {

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::findings::Finding;
+use crate::held::Held;
 use crate::record::Record;
 
 /// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
@@ -135,45 +136,36 @@ pub fn summary(
     mode: &str,
     events: u64,
     by_type: &[(String, u64)],
-    held_ns: &mut [u64],
-    findings: &[Finding],
+    held: &Held,
+    findings: &[(Finding, u64)],
 ) -> String {
     let mut s = String::new();
     let pid = std::process::id();
+    let total: u64 = findings.iter().map(|(_, n)| n).sum();
     let _ = writeln!(
         s,
-        "==cmsafe== summary: pid {pid}, mode {mode}, {events} events, {} findings",
-        findings.len()
+        "==cmsafe== summary: pid {pid}, mode {mode}, {events} events, {total} findings"
     );
     if !by_type.is_empty() {
         let list: Vec<String> = by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
         let _ = writeln!(s, "==cmsafe==   events by type: {}", list.join(", "));
     }
-    if !held_ns.is_empty() {
-        held_ns.sort_unstable();
-        let median = held_ns[held_ns.len() / 2];
-        let max = held_ns[held_ns.len() - 1];
+    if held.count() > 0 {
         let _ = writeln!(
             s,
             "==cmsafe==   held before ack: median {:.3} ms, max {:.3} ms ({} acked)",
-            median as f64 / 1e6,
-            max as f64 / 1e6,
-            held_ns.len()
+            held.median() as f64 / 1e6,
+            held.max() as f64 / 1e6,
+            held.count()
         );
     }
-    let mut kinds: Vec<_> = findings.iter().map(|f| f.kind).collect();
-    kinds.sort();
-    kinds.dedup();
-    for k in kinds {
-        let n = findings.iter().filter(|f| f.kind == k).count();
-        let first = findings
-            .iter()
-            .find(|f| f.kind == k)
-            .expect("counted above");
+    let mut kinds: Vec<&(Finding, u64)> = findings.iter().collect();
+    kinds.sort_by_key(|(f, _)| f.kind);
+    for (first, n) in kinds {
         let _ = writeln!(
             s,
             "==cmsafe==   {}: {n} (first: {})",
-            k.name(),
+            first.kind.name(),
             first.line()
         );
     }

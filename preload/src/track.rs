@@ -5,12 +5,14 @@
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
 use cmsafe::safe::SafeCopies;
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
+use crate::held::Held;
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::sync::ForkSafeMutex;
@@ -54,10 +56,11 @@ pub struct State {
     acked_order: VecDeque<usize>,
     events: u64,
     by_type: [u64; 17],
-    held_ns: Vec<u64>,
-    findings: Vec<Finding>,
+    held: Held,
+    /// The first finding of each kind and how many there were: bounded however many there are
+    /// (each is said on stderr and in the report as it happens).
+    findings: Vec<(Finding, u64)>,
     report: ReportFile,
-    next_seq: u64,
     touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
     copies: SafeCopies,
@@ -79,6 +82,41 @@ const CANCELLED_CAP: usize = 64;
 
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
 
+/// Sequence numbers of the events handed out, from 1 (a forked child goes on from its parent's).
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// What the program will get for a new event: made before the tracker's lock is taken, since
+/// the copy is the slow part and threads getting events at once need not wait for each other.
+pub enum Prepared {
+    /// Safe: cmsafe's copy.
+    Safe(cmsafe::Event),
+    /// Audit: the copy on a guarded page.
+    Guarded(u32, *mut rdma_cm_event),
+    /// No copy could be made: librdmacm's own event.
+    Raw,
+}
+
+/// The next sequence number and the program's view of `raw`, for `State::got`.
+///
+/// # Safety
+/// `raw` is a valid, unacked event from librdmacm.
+pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
+    let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+    let prepared = match mode {
+        // SAFETY: forwarded from the caller.
+        Mode::Safe => match unsafe { cmsafe::Event::copy_from_raw(raw) } {
+            Ok(ev) => Prepared::Safe(ev),
+            Err(_) => Prepared::Raw,
+        },
+        // SAFETY: forwarded from the caller.
+        _ => match unsafe { guard::copy_to_page(raw, seq) } {
+            Some((page, copy)) => Prepared::Guarded(page, copy),
+            None => Prepared::Raw,
+        },
+    };
+    (seq, prepared)
+}
+
 fn new_state(cfg: &Config) -> State {
     State {
         live: HashMap::new(),
@@ -86,12 +124,11 @@ fn new_state(cfg: &Config) -> State {
         acked_order: VecDeque::new(),
         events: 0,
         by_type: [0; 17],
-        held_ns: Vec::new(),
+        held: Held::new(),
         findings: Vec::new(),
         report: cfg.report.as_deref().map_or(ReportFile::none(), |t| {
             ReportFile::new(crate::config::report_path(t))
         }),
-        next_seq: 1,
         touched: false,
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
@@ -125,7 +162,14 @@ impl State {
     fn add(&mut self, f: Finding) {
         report::say(&f);
         self.report.finding(&f);
-        self.findings.push(f);
+        self.count_finding(f);
+    }
+
+    fn count_finding(&mut self, f: Finding) {
+        match self.findings.iter_mut().find(|(g, _)| g.kind == f.kind) {
+            Some((_, n)) => *n += 1,
+            None => self.findings.push((f, 1)),
+        }
     }
 
     fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
@@ -156,12 +200,13 @@ impl State {
                 ),
             };
             self.report.finding(&f);
-            self.findings.push(f);
+            self.count_finding(f);
         }
     }
 
-    /// A new event, got from librdmacm as `raw`; returns the pointer to hand out and, in safe
-    /// mode, whether librdmacm's event must be acked now (after the lock is dropped).
+    /// A new event, got from librdmacm as `raw` and `prepared` for the program (outside the
+    /// lock); returns the pointer to hand out and, in safe mode, whether librdmacm's event must
+    /// be acked now (after the lock is dropped).
     ///
     /// # Safety
     /// `raw` is a valid, unacked event from librdmacm.
@@ -170,10 +215,8 @@ impl State {
         channel: usize,
         raw: *mut rdma_cm_event,
         caller: whereis::Caller,
-        mode: Mode,
+        (seq, prepared): (u64, Prepared),
     ) -> (*mut rdma_cm_event, bool) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
         // SAFETY: `raw` is valid (caller).
         let cm = unsafe { &*raw };
         let qp_type = if cm.id.is_null() {
@@ -194,28 +237,17 @@ impl State {
         } else {
             cm.id as usize
         };
-        let (handed, holder, ack_now) = match mode {
-            Mode::Safe => {
-                // SAFETY: forwarded.
-                match unsafe { self.copies.adopt(raw) } {
-                    Ok(p) => (p, Holder::Safe, true),
-                    Err(_) => (raw, Holder::Raw(raw as usize), false),
-                }
-            }
-            _ => {
-                // SAFETY: forwarded.
-                match unsafe { guard::copy_to_page(raw, seq) } {
-                    Some((page, copy)) => (
-                        copy,
-                        Holder::Guarded {
-                            page,
-                            raw: raw as usize,
-                        },
-                        false,
-                    ),
-                    None => (raw, Holder::Raw(raw as usize), false),
-                }
-            }
+        let (handed, holder, ack_now) = match prepared {
+            Prepared::Safe(ev) => (self.copies.insert(ev), Holder::Safe, true),
+            Prepared::Guarded(page, copy) => (
+                copy,
+                Holder::Guarded {
+                    page,
+                    raw: raw as usize,
+                },
+                false,
+            ),
+            Prepared::Raw => (raw, Holder::Raw(raw as usize), false),
         };
         let i = (cm.event as usize).min(16);
         self.by_type[i] += 1;
@@ -293,7 +325,7 @@ impl State {
             );
             self.finding(Kind::LateAck, &r, &place(), msg);
         }
-        self.held_ns.push(held);
+        self.held.add(held);
         self.report.event(&r);
         let to_ack = match &r.holder {
             Holder::Raw(raw) => Some(*raw),
@@ -596,13 +628,7 @@ impl State {
             Mode::Audit => "audit",
             Mode::Off => "off",
         };
-        let mut s = report::summary(
-            mode,
-            self.events,
-            &by_type,
-            &mut self.held_ns,
-            &self.findings,
-        );
+        let mut s = report::summary(mode, self.events, &by_type, &self.held, &self.findings);
         if self.cancelled_total > 0 {
             s.push_str(&format!(
                 "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
@@ -619,7 +645,7 @@ impl State {
         }
         self.events = 0;
         self.by_type = [0; 17];
-        self.held_ns.clear();
+        self.held.clear();
         self.findings.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;

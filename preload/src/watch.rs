@@ -3,6 +3,9 @@
 //! still blocked after CMSAFE_HANG_MS while the program holds no unacked event of that id is
 //! waiting for an event nobody can ack: it gets a finding while it blocks, so no such hang goes
 //! unnamed. (Unacked events the program holds are named before the call blocks: judge_wait.)
+//!
+//! The watcher costs nothing per event: it ticks (every CMSAFE_HANG_MS/2) only while calls are
+//! being watched, and parks when none is, until the next watched call wakes it.
 
 use std::time::Duration;
 
@@ -29,12 +32,17 @@ pub struct Watch {
     next_token: u64,
     /// The process whose watcher thread runs (a child after fork(2) starts its own).
     watcher_pid: u32,
+    watcher: Option<std::thread::Thread>,
+    /// The watcher is parked until a call to watch arrives.
+    idle: bool,
 }
 
 pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
     calls: Vec::new(),
     next_token: 1,
     watcher_pid: 0,
+    watcher: None,
+    idle: false,
 });
 
 fn watch() -> crate::sync::Guard<'static, Watch> {
@@ -45,8 +53,16 @@ fn watch() -> crate::sync::Guard<'static, Watch> {
 pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
     let mut w = watch();
     let pid = std::process::id();
-    if w.watcher_pid != pid && spawn_watcher() {
-        w.watcher_pid = pid;
+    if w.watcher_pid != pid {
+        w.watcher = spawn_watcher();
+        w.idle = false;
+        if w.watcher.is_some() {
+            w.watcher_pid = pid;
+        }
+    } else if std::mem::take(&mut w.idle) {
+        if let Some(t) = &w.watcher {
+            t.unpark();
+        }
     }
     let token = w.next_token;
     w.next_token += 1;
@@ -75,7 +91,7 @@ pub fn after_fork_in_child() {
 }
 
 /// The watcher: a thread with every signal blocked (the program's signals are not for it).
-fn spawn_watcher() -> bool {
+fn spawn_watcher() -> Option<std::thread::Thread> {
     // SAFETY: sigset operations on a local set; pthread_sigmask on the calling thread, restored
     // right after the spawn (the new thread inherits the blocked mask).
     unsafe {
@@ -87,7 +103,8 @@ fn spawn_watcher() -> bool {
             .name("cmsafe-watch".into())
             .stack_size(256 * 1024)
             .spawn(watcher)
-            .is_ok();
+            .ok()
+            .map(|h| h.thread().clone());
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         spawned
     }
@@ -95,11 +112,11 @@ fn spawn_watcher() -> bool {
 
 fn watcher() {
     let hang_ns = CONFIG.hang_ns;
-    let tick = Duration::from_nanos((hang_ns / 4).clamp(10_000_000, 250_000_000));
+    let tick = Duration::from_nanos((hang_ns / 2).clamp(10_000_000, 2_500_000_000));
     loop {
         std::thread::sleep(tick);
         let now = now_ns();
-        let due: Vec<Blocked> = {
+        let (due, idle) = {
             let mut w = watch();
             let mut due = Vec::new();
             for b in w.calls.iter_mut() {
@@ -108,7 +125,8 @@ fn watcher() {
                     due.push(*b);
                 }
             }
-            due
+            w.idle = w.calls.is_empty();
+            (due, w.idle)
         };
         for b in due {
             let waited_ms = now.saturating_sub(b.start_ns) / 1_000_000;
@@ -119,6 +137,10 @@ fn watcher() {
                     }
                 })
             });
+        }
+        if idle {
+            // Until begin() clears `idle` and unparks (a stray wake-up only costs a tick).
+            std::thread::park();
         }
     }
 }

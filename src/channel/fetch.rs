@@ -1,13 +1,20 @@
 //! Fetch, copy, ack: the one path every cmsafe event takes.
 //!
-//! Readers wait in poll(2) on the channel's fd without any lock, then take the channel's lock,
-//! check again that an event is queued and fetch it; so a timed wait never blocks inside
-//! rdma_get_cm_event behind another cmsafe reader, and each event goes to exactly one reader.
-//! If the copy cannot be allocated, the event is neither acked nor dropped: it waits in the
-//! channel's state and the next fetch on that channel returns it.
+//! A reader holds its channel's lock across the whole fetch (wait, `rdma_get_cm_event`, copy,
+//! ack), so each event goes to exactly one reader and a reader that polled the fd readable is
+//! the one that fetches: it never blocks inside `rdma_get_cm_event` behind another cmsafe
+//! reader. Readers with a timeout wait for the lock no longer than their deadline.
+//!
+//! System calls are librdmacm's own wherever it can tell cmsafe what it needs: a fetch that may
+//! wait forever calls `rdma_get_cm_event` straight away (it blocks on a blocking channel; EAGAIN
+//! says the channel is O_NONBLOCK, and then poll(2) waits); a fetch that must not wait calls it
+//! straight away on a channel known to be O_NONBLOCK and polls first only on a blocking one; a
+//! timed wait polls once. If the copy cannot be allocated, the event is neither acked nor
+//! dropped: it waits in the channel's state and the next fetch on that channel returns it.
 
 use std::io;
 
+use super::lock::Deadline;
 use super::state::{self, RawEvent};
 use crate::cm::{rdma_ack_cm_event, rdma_cm_event, rdma_event_channel, rdma_get_cm_event};
 use crate::event::{monotonic_ns, Event};
@@ -20,6 +27,9 @@ pub enum Wait {
     Forever,
     /// At most this many milliseconds.
     Millis(u64),
+    /// As `rdma_get_cm_event(3)` does on this channel: until an event arrives on a blocking
+    /// channel, not at all (EAGAIN) on an O_NONBLOCK one.
+    AsChannel,
 }
 
 impl Wait {
@@ -36,13 +46,14 @@ impl Wait {
 /// Errors as errno values, the currency of the C API.
 pub(crate) type Errno = i32;
 
-fn last_errno() -> Errno {
+pub(crate) fn last_errno() -> Errno {
     io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
 }
 
-/// One event from `ch`, waiting as `wait` says; ETIMEDOUT when none came in time.
+/// One event from `ch`, waiting as `wait` says; ETIMEDOUT when none came in time (EAGAIN for
+/// [`Wait::AsChannel`] on an O_NONBLOCK channel with nothing queued).
 ///
 /// # Safety
 /// `ch` is a live event channel.
@@ -51,43 +62,71 @@ pub(crate) unsafe fn fetch_one(ch: *mut rdma_event_channel, wait: Wait) -> Resul
     // SAFETY: `ch` is live; its fd is the channel's file descriptor.
     let fd = unsafe { (*ch).fd };
     let deadline = match wait {
-        Wait::Forever => None,
-        Wait::Millis(ms) => Some(monotonic_ns().saturating_add(ms.saturating_mul(1_000_000))),
+        Wait::Forever => Deadline::Never,
+        Wait::Millis(0) => Deadline::Now,
+        Wait::Millis(ms) => {
+            Deadline::At(monotonic_ns().saturating_add(ms.saturating_mul(1_000_000)))
+        }
+        // A reader that may block anyway waits for the lock too; on a channel known to be
+        // O_NONBLOCK a busy lock means another reader is taking what is queued.
+        Wait::AsChannel => match state.nonblocking_if_known(fd) {
+            Some(true) => Deadline::Now,
+            _ => Deadline::Never,
+        },
     };
+    let mut slot = match state.lock(deadline) {
+        Ok(slot) => slot,
+        Err(libc::ETIMEDOUT) if matches!(wait, Wait::AsChannel) => return Err(libc::EAGAIN),
+        Err(e) => return Err(e),
+    };
+    if let Some(raw) = state::unstash(&mut slot) {
+        // SAFETY: a stashed event is unacked librdmacm memory.
+        return unsafe { copy_and_ack(raw, &mut slot) };
+    }
     loop {
-        {
-            let mut slot = state.lock();
-            if let Some(raw) = state::unstash(&mut slot) {
-                // SAFETY: a stashed event is unacked librdmacm memory.
-                return unsafe { copy_and_ack(raw, &mut slot) };
-            }
-            if poll_readable(fd, 0)? {
-                let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
-                // SAFETY: `ch` is live, `raw` a valid out pointer.
-                if unsafe { rdma_get_cm_event(ch, &mut raw) } == 0 {
-                    // SAFETY: just returned by librdmacm, unacked.
-                    return unsafe { copy_and_ack(RawEvent(raw), &mut slot) };
+        match deadline {
+            Deadline::Never => {}
+            Deadline::Now if matches!(wait, Wait::AsChannel) => {}
+            Deadline::Now => {
+                if !state.nonblocking(fd)? && !poll_readable(fd, 0)? {
+                    return Err(libc::ETIMEDOUT);
                 }
-                match last_errno() {
-                    // librdmacm consumed the kernel event itself (cma.c discards some) and the
-                    // channel is non-blocking: nothing for us after all.
-                    libc::EAGAIN => {}
-                    e => return Err(e),
+            }
+            Deadline::At(d) => {
+                let now = monotonic_ns();
+                // Round up, so the wait is never shorter than asked.
+                let ms = d
+                    .saturating_sub(now)
+                    .div_ceil(1_000_000)
+                    .min(i32::MAX as u64) as i32;
+                if now >= d || !poll_readable(fd, ms)? {
+                    return Err(libc::ETIMEDOUT);
                 }
             }
         }
-        let wait_ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let now = monotonic_ns();
-                if now >= d {
-                    return Err(libc::ETIMEDOUT);
+        let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
+        // SAFETY: `ch` is live, `raw` a valid out pointer.
+        if unsafe { rdma_get_cm_event(ch, &mut raw) } == 0 {
+            // SAFETY: just returned by librdmacm, unacked.
+            return unsafe { copy_and_ack(RawEvent(raw), &mut slot) };
+        }
+        match last_errno() {
+            // Nothing queued on an O_NONBLOCK channel (or librdmacm consumed the kernel's event
+            // itself: cma.c discards some).
+            libc::EAGAIN => {
+                state.remember(fd, true);
+                match wait {
+                    Wait::AsChannel => return Err(libc::EAGAIN),
+                    Wait::Millis(0) => return Err(libc::ETIMEDOUT),
+                    Wait::Forever => {
+                        poll_readable(fd, -1)?;
+                    }
+                    // The loop polls again for what is left of the timeout.
+                    Wait::Millis(_) => {}
                 }
-                // Round up, so the wait is never shorter than asked.
-                ((d - now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
             }
-        };
-        poll_readable(fd, wait_ms)?;
+            e => return Err(e),
+        }
     }
 }
 
@@ -164,17 +203,4 @@ fn poll_readable(fd: i32, timeout_ms: i32) -> Result<bool, Errno> {
         _ if pfd.revents & libc::POLLNVAL != 0 => Err(libc::EBADF),
         _ => Ok(true),
     }
-}
-
-/// Whether the channel's fd is O_NONBLOCK.
-///
-/// # Safety
-/// `ch` is a live event channel.
-pub(crate) unsafe fn is_nonblocking(ch: *mut rdma_event_channel) -> Result<bool, Errno> {
-    // SAFETY: `ch` is live.
-    let flags = unsafe { libc::fcntl((*ch).fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(last_errno());
-    }
-    Ok(flags & libc::O_NONBLOCK != 0)
 }

@@ -1,6 +1,7 @@
 //! The safe Rust API: an event channel whose fetches return owned, already-acked events.
 
 mod fetch;
+mod lock;
 mod state;
 
 use std::io;
@@ -8,7 +9,7 @@ use std::ptr::NonNull;
 use std::time::Duration;
 
 pub use fetch::Wait;
-pub(crate) use fetch::{fetch_batch, fetch_one, is_nonblocking, Errno};
+pub(crate) use fetch::{fetch_batch, fetch_one, Errno};
 pub(crate) use state::pending_events;
 
 use crate::cm::{rdma_create_event_channel, rdma_destroy_event_channel, rdma_event_channel};
@@ -57,17 +58,7 @@ impl EventChannel {
     /// is queued.
     pub fn get_event(&self) -> io::Result<Event> {
         // SAFETY: `self.raw` is live by construction.
-        unsafe {
-            let wait = if is_nonblocking(self.as_raw()).map_err(err)? {
-                Wait::Millis(0)
-            } else {
-                Wait::Forever
-            };
-            fetch_one(self.as_raw(), wait).map_err(|e| match (wait, e) {
-                (Wait::Millis(0), libc::ETIMEDOUT) => err(libc::EAGAIN),
-                _ => err(e),
-            })
-        }
+        unsafe { fetch_one(self.as_raw(), Wait::AsChannel) }.map_err(err)
     }
 
     /// The next event within `timeout` (`None`: no limit); `TimedOut` when none came.
@@ -91,6 +82,10 @@ impl EventChannel {
 impl Drop for EventChannel {
     fn drop(&mut self) {
         if self.owned {
+            // The address (and fd) may be reused by a channel with other flags.
+            if let Some(state) = state::existing(self.as_raw()) {
+                state.forget_mode();
+            }
             // SAFETY: we created it and nothing else destroys it.
             unsafe { rdma_destroy_event_channel(self.raw.as_ptr()) };
         }

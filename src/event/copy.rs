@@ -6,9 +6,7 @@
 //! MULTICAST_ERROR fill `param.ud` with the user's own context as `private_data`; every other
 //! event fills `param.ud` when the id's QP type is UD and `param.conn` otherwise.
 
-use super::private_data::PrivateData;
 use crate::cm::{ibv_qp_type, rdma_cm_event, rdma_cm_event_type::*, EventType};
-use crate::pool::AllocError;
 
 /// Which member of `rdma_cm_event.param` an event carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,21 +29,25 @@ pub fn param_kind(event: EventType, qp_type: ibv_qp_type::Type) -> ParamKind {
     }
 }
 
-/// `raw` copied by value, with its private data copied out.
-pub(crate) struct Copied {
-    pub cm: rdma_cm_event,
-    pub private_data: Option<PrivateData>,
+/// What the copy of `raw` needs to know before copying: which member of `param` is live and
+/// where its private data is (still in librdmacm's block).
+pub(crate) struct Copied<'a> {
+    /// The private data bytes to copy, or `None` when the event carries none. A length without
+    /// bytes (a NULL pointer) gives an empty buffer, never a read through NULL.
+    pub private_data: Option<&'a [u8]>,
     pub kind: ParamKind,
 }
 
-/// Copies `raw`; fails only when the private data buffer cannot be allocated. The copy's `private_data` still points into `raw`: the caller redirects it
-/// once the buffer has its final address.
+/// Finds `raw`'s live `param` member and private data; copies and allocates nothing (the
+/// caller copies the struct straight into its slot, then the bytes, and redirects the copy's
+/// `private_data` pointer, which still points into `raw`).
 ///
 /// # Safety
-/// `raw` is a valid event that has not been acked; `raw.id`, when not NULL, is a live cm_id.
-pub(crate) unsafe fn copy_event(raw: *const rdma_cm_event) -> Result<Copied, AllocError> {
+/// `raw` is a valid event that has not been acked; `raw.id`, when not NULL, is a live cm_id;
+/// `'a` ends before `raw` is acked.
+pub(crate) unsafe fn copy_event<'a>(raw: *const rdma_cm_event) -> Copied<'a> {
     // SAFETY: the caller guarantees `raw` is valid; the struct is plain data.
-    let cm: rdma_cm_event = unsafe { std::ptr::read(raw) };
+    let cm: &rdma_cm_event = unsafe { &*raw };
     let qp_type = if cm.id.is_null() {
         ibv_qp_type::IBV_QPT_RC
     } else {
@@ -63,19 +65,11 @@ pub(crate) unsafe fn copy_event(raw: *const rdma_cm_event) -> Result<Copied, All
     };
     let private_data = match (ptr.is_null(), len) {
         (_, 0) => None,
-        // A length without bytes: an empty buffer, never a read through NULL.
-        (true, _) => Some(PrivateData::copy_from(&[])?),
-        (false, len) => {
-            // SAFETY: librdmacm's block holds `len` bytes at `ptr` until the ack.
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) };
-            Some(PrivateData::copy_from(bytes)?)
-        }
+        (true, _) => Some(&[][..]),
+        // SAFETY: librdmacm's block holds `len` bytes at `ptr` until the ack.
+        (false, len) => Some(unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) }),
     };
-    Ok(Copied {
-        cm,
-        private_data,
-        kind,
-    })
+    Copied { private_data, kind }
 }
 
 #[cfg(test)]
@@ -110,9 +104,9 @@ mod tests {
             56,
         );
         // SAFETY: `raw` is a valid event whose private data lives in `bytes`.
-        let copy = unsafe { copy_event(&raw) }.unwrap();
+        let copy = unsafe { copy_event(&raw) };
         assert_eq!(copy.kind, ParamKind::Conn);
-        assert_eq!(copy.private_data.unwrap().as_bytes(), &bytes[..]);
+        assert_eq!(copy.private_data.unwrap(), &bytes[..]);
     }
 
     #[test]
@@ -121,13 +115,13 @@ mod tests {
         let bytes = [9u8; 20];
         let raw = event(RDMA_CM_EVENT_ESTABLISHED, &mut *id, bytes.as_ptr(), 20);
         // SAFETY: as above; `id` is a live cm_id.
-        let copy = unsafe { copy_event(&raw) }.unwrap();
+        let copy = unsafe { copy_event(&raw) };
         assert_eq!(copy.kind, ParamKind::Ud);
-        assert_eq!(copy.private_data.unwrap().as_bytes(), &bytes);
+        assert_eq!(copy.private_data.unwrap(), &bytes);
         // DISCONNECTED is always conn, even on a UD id (librdmacm/cma.c).
         let raw = event(RDMA_CM_EVENT_DISCONNECTED, &mut *id, bytes.as_ptr(), 20);
         // SAFETY: as above.
-        assert_eq!(unsafe { copy_event(&raw) }.unwrap().kind, ParamKind::Conn);
+        assert_eq!(unsafe { copy_event(&raw) }.kind, ParamKind::Conn);
     }
 
     #[test]
@@ -138,11 +132,16 @@ mod tests {
         for kind in [RDMA_CM_EVENT_MULTICAST_JOIN, RDMA_CM_EVENT_MULTICAST_ERROR] {
             let raw = event(kind, &mut *id, context, 200);
             // SAFETY: the copy must not dereference `context`.
-            let copy = unsafe { copy_event(&raw) }.unwrap();
+            let copy = unsafe { copy_event(&raw) };
             assert_eq!(copy.kind, ParamKind::MulticastContext);
             assert!(copy.private_data.is_none());
-            // SAFETY: `cm` is a plain copy.
-            assert_eq!(unsafe { copy.cm.param.ud.private_data } as usize, 0x10);
+            // The whole copy keeps the context as it was, and has no buffer.
+            // SAFETY: as above.
+            let ev = unsafe { crate::event::Event::copy_of(&raw) }.unwrap();
+            assert!(ev.private_data().is_none());
+            // SAFETY: a multicast event: `param.ud` is the live member.
+            assert_eq!(unsafe { ev.cm().param.ud.private_data } as usize, 0x10);
+            assert_eq!(ev.src_addr().sa_family as i32, libc::AF_UNSPEC);
         }
     }
 
@@ -155,7 +154,7 @@ mod tests {
             148,
         );
         // SAFETY: the copy must not read through the NULL pointer.
-        let copy = unsafe { copy_event(&raw) }.unwrap();
+        let copy = unsafe { copy_event(&raw) };
         assert_eq!(copy.private_data.unwrap().len(), 0);
     }
 
@@ -169,7 +168,7 @@ mod tests {
             0,
         );
         // SAFETY: as above.
-        assert!(unsafe { copy_event(&raw) }.unwrap().private_data.is_none());
+        assert!(unsafe { copy_event(&raw) }.private_data.is_none());
     }
 
     #[test]

@@ -65,16 +65,18 @@ fn errno_text(errno: i32) -> String {
 }
 
 /// `ip:port`, `[ip6]:port`, `ib`, or `-` for no address.
-pub(crate) fn addr_text(ss: &libc::sockaddr_storage) -> String {
-    match socket_addr(ss) {
+pub(crate) fn addr_text(sa: &libc::sockaddr) -> String {
+    match socket_addr(sa) {
         Some(a) => a.to_string(),
-        None if ss.ss_family as i32 == libc::AF_UNSPEC => "-".to_string(),
-        None => format!("family{}", ss.ss_family),
+        None if sa.sa_family as i32 == libc::AF_UNSPEC => "-".to_string(),
+        None => format!("family{}", sa.sa_family),
     }
 }
 
-pub(crate) fn socket_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match ss.ss_family as i32 {
+/// `sa` is stored at least at its family's length (an event's addresses are: `addr_len`).
+pub(crate) fn socket_addr(sa: &libc::sockaddr) -> Option<SocketAddr> {
+    let ss = sa;
+    match ss.sa_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in.
             let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };

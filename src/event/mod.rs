@@ -3,64 +3,66 @@
 mod copy;
 mod describe;
 mod private_data;
+mod slot;
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
-use crate::pool::{AllocError, Handle, Pool, Pooled};
+use crate::pool::AllocError;
+#[cfg(feature = "capi")]
+use crate::pool::{misuse, SlotState};
 use crate::status::{self, StatusKind, Transport};
+use slot::{Head, Sizes, BYTES_OFFSET, HAS_PD};
 
 /// Process-wide fetch order; starts at 1 so 0 never names an event.
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) static EVENTS: Pool<EventData> = Pool::new(0, "cmsafe_event", 0xc5e7_e7e7);
-
-impl Pooled for EventData {
-    fn pool() -> &'static Pool<Self> {
-        &EVENTS
-    }
-    const RELEASE: &'static str = "cmsafe_event_release";
-}
-
-pub(crate) struct EventData {
-    /// The view handed to C: librdmacm's struct with `private_data` pointing into our buffer.
-    cm: rdma_cm_event,
-    private_data: Option<PrivateData>,
-    kind: ParamKind,
-    transport: Transport,
-    seq: u64,
-    fetched_ns: u64,
-    src: libc::sockaddr_storage,
-    dst: libc::sockaddr_storage,
-}
-
-// SAFETY: immutable after the copy; the raw pointers inside (`id`, `listen_id`, a multicast
-// context) are the application's and are never dereferenced through the copy, and
-// `private_data` points into our own refcounted buffer.
-unsafe impl Send for EventData {}
-// SAFETY: as above.
-unsafe impl Sync for EventData {}
-
 /// An immutable, refcounted copy of one event; the original was acked when this was made.
 /// Cloning is cheap (a refcount), and the copy may be sent to and shared with other threads.
-#[derive(Clone)]
-pub struct Event(Handle<EventData>);
+pub struct Event(NonNull<u8>);
+
+// SAFETY: immutable after the copy, refcount atomic; the raw pointers inside (`id`,
+// `listen_id`, a multicast context) are the application's and are never dereferenced through
+// the copy, and `private_data` points into the copy's own slot.
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
 
 /// Events copied so far: every copy took one sequence number, and only a copy takes one.
 pub(crate) fn copied() -> u64 {
     NEXT_SEQ.load(Ordering::Relaxed) - 1
 }
 
+/// Event copies still referenced.
 pub(crate) fn live_events() -> u64 {
-    EVENTS.live()
+    slot::count_live(&|s| slot::event_refs(s) > 0)
 }
 
+/// Private data buffers still referenced, by their event or on their own.
 pub(crate) fn live_buffers() -> u64 {
-    private_data::BUFS.live()
+    // SAFETY: `count_live` passes live slots only.
+    slot::count_live(&|s| unsafe { slot::head(s) }.flags & HAS_PD != 0)
 }
+
+/// The length a `sockaddr` of `family` is stored at: its family's own struct, 16 bytes (a
+/// `struct sockaddr`) for AF_UNSPEC, a whole `sockaddr_storage` for a family cmsafe does not
+/// know.
+pub(crate) fn addr_len(family: libc::sa_family_t) -> usize {
+    match family as i32 {
+        libc::AF_UNSPEC | libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>(),
+        libc::AF_INET6 => std::mem::size_of::<libc::sockaddr_in6>(),
+        // struct sockaddr_ib (rdma/ib.h): family, pkey, flowinfo, 16-byte GID, sid, mask, scope.
+        AF_IB => 48,
+        _ => std::mem::size_of::<libc::sockaddr_storage>(),
+    }
+}
+
+/// AF_IB, from rdma/ib.h (not in the libc crate).
+const AF_IB: i32 = 27;
 
 impl Event {
     /// Copies everything `raw` carries and stamps it with the next sequence number.
@@ -69,47 +71,90 @@ impl Event {
     /// # Safety
     /// `raw` is a valid, unacked event from `rdma_get_cm_event`.
     pub(crate) unsafe fn copy_of(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
-        // SAFETY: forwarded from the caller.
-        let copy::Copied {
-            mut cm,
-            private_data,
-            kind,
-        } = unsafe { copy::copy_event(raw) }?;
-        if kind != ParamKind::MulticastContext {
-            let (ptr, len) = match &private_data {
-                Some(buf) => (buf.as_bytes().as_ptr().cast(), buf.len() as u8),
-                None => (std::ptr::null(), 0),
-            };
-            // Write the member that is live (both begin with private_data/private_data_len).
-            match kind {
-                ParamKind::Ud => {
-                    cm.param.ud.private_data = ptr;
-                    cm.param.ud.private_data_len = len;
-                }
-                _ => {
-                    cm.param.conn.private_data = ptr;
-                    cm.param.conn.private_data_len = len;
-                }
+        // SAFETY: forwarded from the caller; the borrowed bytes are used before any ack.
+        let copy::Copied { private_data, kind } = unsafe { copy::copy_event(raw) };
+        // SAFETY: a valid event, per the contract.
+        let (id, event_type) = unsafe { ((*raw).id, (*raw).event) };
+        let (src, dst) = if id.is_null() {
+            (std::ptr::null(), std::ptr::null())
+        } else {
+            // SAFETY: a live cm_id; `route.addr` holds both addresses as sockaddr_storage,
+            // what rdma_get_local_addr/rdma_get_peer_addr point into (rdma_cma.h).
+            unsafe {
+                let addr = &(*id).route.addr;
+                (
+                    &addr.src_addr_union.src_storage as *const libc::sockaddr_storage,
+                    &addr.dst_addr_union.dst_storage as *const libc::sockaddr_storage,
+                )
             }
-        }
-        let event_type = cm.event;
-        // SAFETY: every field is written; `id_facts` reads a live cm_id (an unacked event's).
-        let event = unsafe {
-            EVENTS.alloc_with(|p| {
-                use std::ptr::addr_of_mut;
-                let id = cm.id;
-                addr_of_mut!((*p).cm).write(cm);
-                addr_of_mut!((*p).private_data).write(private_data);
-                addr_of_mut!((*p).kind).write(kind);
-                let transport = id_facts(id, addr_of_mut!((*p).src), addr_of_mut!((*p).dst));
-                addr_of_mut!((*p).transport).write(transport);
+        };
+        // SAFETY: NULL or a live id's storage.
+        let family =
+            |a: *const libc::sockaddr_storage| unsafe { a.as_ref() }.map_or(0, |a| a.ss_family);
+        let sizes = Sizes {
+            pd: private_data.map_or(0, |p| p.len()),
+            src: addr_len(family(src)),
+            dst: addr_len(family(dst)),
+        };
+        // The transport decides only how a REJECTED status reads (`status::kind`): the id's
+        // device is looked up for that event alone.
+        let transport = if id.is_null()
+            || event_type != crate::cm::rdma_cm_event_type::RDMA_CM_EVENT_REJECTED
+        {
+            Transport::Unknown
+        } else {
+            // SAFETY: a live cm_id.
+            unsafe { status::transport_of((*id).verbs) }
+        };
+        // SAFETY: every head field but class and buf_refs is written, and the tail only within
+        // `sizes`; the sources hold at least the lengths copied (the storage is 128 bytes).
+        let slot = unsafe {
+            slot::alloc(sizes, 0, |head, tail| {
+                use std::ptr::{addr_of_mut, copy_nonoverlapping};
+                let (src_off, dst_off) = slot::addr_offsets(sizes.pd, sizes.src);
+                if let Some(bytes) = private_data {
+                    copy_nonoverlapping(bytes.as_ptr(), tail, bytes.len());
+                }
+                for (from, off, len) in [(src, src_off, sizes.src), (dst, dst_off, sizes.dst)] {
+                    let to = tail.add(off);
+                    match (from.is_null(), len) {
+                        (true, _) => to.write_bytes(0, len),
+                        // IPv4 (and AF_UNSPEC): one 16-byte move, not a call to memmove.
+                        (false, 16) => (to as *mut [u8; 16])
+                            .write_unaligned((from as *const [u8; 16]).read_unaligned()),
+                        (false, _) => copy_nonoverlapping(from as *const u8, to, len),
+                    }
+                }
+                let cm = addr_of_mut!((*head).cm);
+                copy_nonoverlapping(raw, cm, 1);
+                if kind != ParamKind::MulticastContext {
+                    let (ptr, len) = match private_data {
+                        Some(b) => (tail as *const libc::c_void, b.len() as u8),
+                        None => (std::ptr::null(), 0),
+                    };
+                    // Write the member that is live (both begin with private_data and its length).
+                    if kind == ParamKind::Ud {
+                        (*cm).param.ud.private_data = ptr;
+                        (*cm).param.ud.private_data_len = len;
+                    } else {
+                        (*cm).param.conn.private_data = ptr;
+                        (*cm).param.conn.private_data_len = len;
+                    }
+                }
+                addr_of_mut!((*head).flags).write(slot::flags(
+                    kind,
+                    transport,
+                    private_data.is_some(),
+                ));
+                addr_of_mut!((*head).pd_len).write(sizes.pd as u8);
                 // Taken only once the slot is ours, so sequence numbers count copies exactly.
-                addr_of_mut!((*p).seq).write(NEXT_SEQ.fetch_add(1, Ordering::Relaxed));
-                addr_of_mut!((*p).fetched_ns).write(monotonic_ns());
+                addr_of_mut!((*head).seq).write(NEXT_SEQ.fetch_add(1, Ordering::Relaxed));
+                addr_of_mut!((*head).fetched_ns).write(coarse_ns());
             })
         }?;
         crate::stats::count_type(event_type);
-        Ok(Event(Handle::new(event)))
+        // SAFETY: not NULL: a slot address.
+        Ok(Event(unsafe { NonNull::new_unchecked(slot as *mut u8) }))
     }
 
     /// Copies an event obtained from librdmacm by other means (the LD_PRELOAD library gets
@@ -122,17 +167,23 @@ impl Event {
         unsafe { Self::copy_of(raw) }
     }
 
-    fn data(&self) -> &EventData {
-        self.0.get()
+    fn head(&self) -> &Head {
+        // SAFETY: we hold a reference, so the slot is live.
+        unsafe { slot::head(self.0.as_ptr()) }
+    }
+
+    fn tail(&self) -> *const u8 {
+        // SAFETY: inside the slot we hold.
+        unsafe { self.0.as_ptr().add(BYTES_OFFSET) }
     }
 
     /// librdmacm's view of the copy; its `private_data` points into [`Event::private_data`].
     pub fn cm(&self) -> &rdma_cm_event {
-        &self.data().cm
+        &self.head().cm
     }
 
     pub fn event_type(&self) -> EventType {
-        self.data().cm.event
+        self.head().cm.event
     }
 
     pub fn event_type_name(&self) -> &'static str {
@@ -140,53 +191,75 @@ impl Event {
     }
 
     pub fn status(&self) -> i32 {
-        self.data().cm.status
+        self.head().cm.status
     }
 
     /// What `status` means for this event type on this transport.
     pub fn status_kind(&self) -> StatusKind {
-        status::kind(self.event_type(), self.status(), self.data().transport)
+        let transport = slot::transport_of(self.head().flags);
+        status::kind(self.event_type(), self.status(), transport)
     }
 
     /// The event's cm_id (owned by the application; for CONNECT_REQUEST, the new id).
     pub fn id(&self) -> *mut rdma_cm_id {
-        self.data().cm.id
+        self.head().cm.id
     }
 
     /// The listen id a CONNECT_REQUEST arrived on; NULL for other events.
     pub fn listen_id(&self) -> *mut rdma_cm_id {
-        self.data().cm.listen_id
+        self.head().cm.listen_id
     }
 
     /// The copied private data; `None` when the event carries none, and always for
-    /// MULTICAST_JOIN/ERROR (whose `private_data` is the user's context pointer).
+    /// MULTICAST_JOIN/ERROR (whose `private_data` is the user's context pointer). Clone it to
+    /// keep it beyond the event.
     pub fn private_data(&self) -> Option<&PrivateData> {
-        self.data().private_data.as_ref()
+        let head = self.head();
+        if head.flags & HAS_PD == 0 {
+            return None;
+        }
+        // SAFETY: with private data, the live member's `private_data` (the first field of both
+        // `param.conn` and `param.ud`) is a non-NULL pointer to this slot's bytes, which is
+        // what a `PrivateData` is (repr(transparent) over that pointer).
+        Some(unsafe {
+            &*(std::ptr::addr_of!(head.cm.param.conn.private_data) as *const PrivateData)
+        })
     }
 
     pub fn param_kind(&self) -> ParamKind {
-        self.data().kind
+        slot::kind_of(self.head().flags)
     }
 
     /// Strictly increasing across the process, in fetch order; the first event is 1.
     pub fn seq(&self) -> u64 {
-        self.data().seq
+        self.head().seq
     }
 
-    /// When the event was fetched: CLOCK_MONOTONIC, nanoseconds.
+    /// When the event was fetched: CLOCK_MONOTONIC_COARSE, nanoseconds (the clock advances
+    /// once per kernel tick: see `clock_getres(2)`).
     pub fn fetched_ns(&self) -> u64 {
-        self.data().fetched_ns
+        self.head().fetched_ns
     }
 
-    /// The id's source address when the event was fetched (`rdma_get_local_addr(3)`);
-    /// family AF_UNSPEC when the id had none.
-    pub fn src_addr(&self) -> &libc::sockaddr_storage {
-        &self.data().src
+    fn addr_offsets(&self) -> (usize, usize) {
+        let pd = self.head().pd_len as usize;
+        let src_off = slot::addr_offsets(pd, 0).0;
+        // SAFETY: the source address begins there and holds at least its family.
+        let family = unsafe { (*(self.tail().add(src_off) as *const libc::sockaddr)).sa_family };
+        slot::addr_offsets(pd, addr_len(family))
+    }
+
+    /// The id's source address when the event was fetched (`rdma_get_local_addr(3)`); family
+    /// AF_UNSPEC when the id had none. Stored at its family's length ([`addr_len`]).
+    pub fn src_addr(&self) -> &libc::sockaddr {
+        // SAFETY: the slot holds the source address at this offset, 8-aligned.
+        unsafe { &*(self.tail().add(self.addr_offsets().0) as *const libc::sockaddr) }
     }
 
     /// The id's destination address when the event was fetched (`rdma_get_peer_addr(3)`).
-    pub fn dst_addr(&self) -> &libc::sockaddr_storage {
-        &self.data().dst
+    pub fn dst_addr(&self) -> &libc::sockaddr {
+        // SAFETY: as above, for the destination.
+        unsafe { &*(self.tail().add(self.addr_offsets().1) as *const libc::sockaddr) }
     }
 
     /// One log line: sequence number, type, status decoded, id, addresses and the private data
@@ -198,13 +271,27 @@ impl Event {
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
-        self.0.into_raw()
+        std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
-    /// Takes over the reference a C handle carries, after checking the handle.
+    /// Takes over the reference a C handle carries, after checking the handle (a released or
+    /// foreign one is reported and aborts).
     #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
-        Event(Handle::from_raw(ptr, op))
+        let released = || -> ! {
+            misuse(format_args!(
+                "{op}({ptr:p}): this cmsafe_event was already released (double release or use after release)"
+            ))
+        };
+        match slot::classify(ptr) {
+            SlotState::Live if slot::event_refs(ptr) > 0 => {}
+            SlotState::Live | SlotState::Free => released(),
+            SlotState::Foreign => misuse(format_args!(
+                "{op}({ptr:p}): not a cmsafe_event cmsafe returned"
+            )),
+        }
+        // SAFETY: not NULL: a live slot.
+        Event(unsafe { NonNull::new_unchecked(ptr as *mut u8) })
     }
 
     /// Borrows a C handle without taking its reference.
@@ -214,46 +301,106 @@ impl Event {
     }
 }
 
+impl Clone for Event {
+    fn clone(&self) -> Self {
+        slot::retain(self.0.as_ptr());
+        Event(self.0)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        slot::release(self.0.as_ptr(), "cmsafe_event_release");
+    }
+}
+
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
     }
 }
 
-/// Writes the id's addresses to `src` and `dst` and returns its transport, read while the id
-/// is certainly alive.
-///
-/// # Safety
-/// `id` is NULL or a live cm_id; `src` and `dst` are writable.
-unsafe fn id_facts(
-    id: *mut rdma_cm_id,
-    src: *mut libc::sockaddr_storage,
-    dst: *mut libc::sockaddr_storage,
-) -> Transport {
-    if id.is_null() {
-        // SAFETY: writable per the contract; all-zero is AF_UNSPEC.
-        unsafe {
-            src.write_bytes(0, 1);
-            dst.write_bytes(0, 1);
-        }
-        return Transport::Unknown;
-    }
-    // SAFETY: a live cm_id; `route.addr` holds both addresses as sockaddr_storage, which is
-    // what rdma_get_local_addr/rdma_get_peer_addr point into (rdma_cma.h).
-    unsafe {
-        let addr = &(*id).route.addr;
-        std::ptr::copy_nonoverlapping(&addr.src_addr_union.src_storage, src, 1);
-        std::ptr::copy_nonoverlapping(&addr.dst_addr_union.dst_storage, dst, 1);
-        status::transport_of((*id).verbs)
-    }
-}
-
-pub(crate) fn monotonic_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid out pointer; both clocks used here exist on every Linux since
+    // 2.6.32.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of timeouts.
+pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_MONOTONIC_COARSE now, in nanoseconds: the clock of an event's fetch time. Read from
+/// the vDSO without a system call on any clocksource, it advances once per kernel tick.
+pub(crate) fn coarse_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::rdma_cm_event_type::*;
+
+    fn v6(port: u16, last: u8) -> libc::sockaddr_storage {
+        // SAFETY: plain data; all-zero is valid.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        // SAFETY: sockaddr_storage holds a sockaddr_in6.
+        let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+        sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sin6.sin6_port = port.to_be();
+        sin6.sin6_addr.s6_addr[15] = last;
+        ss
+    }
+
+    #[test]
+    fn addresses_and_private_data_live_in_the_slot() {
+        // SAFETY: plain data; all-zero is valid.
+        let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        id.route.addr.src_addr_union.src_storage = v6(7471, 1);
+        id.route.addr.dst_addr_union.dst_storage = v6(9000, 2);
+        let bytes: Vec<u8> = (1..=196).collect();
+        // SAFETY: plain data; all-zero is valid.
+        let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+        raw.event = RDMA_CM_EVENT_ESTABLISHED;
+        raw.id = &mut *id;
+        raw.param.conn.private_data = bytes.as_ptr().cast();
+        raw.param.conn.private_data_len = 196;
+        // SAFETY: a valid event; its id and bytes outlive the copy.
+        let ev = unsafe { Event::copy_of(&raw) }.unwrap();
+        let pd = ev.private_data().expect("private data").clone();
+        // SAFETY: a conn event: `param.conn` is the live member.
+        let view = unsafe { ev.cm().param.conn };
+        assert_eq!(view.private_data.cast::<u8>(), pd.as_bytes().as_ptr());
+        assert_eq!(view.private_data_len, 196);
+        for (sa, port, last) in [(ev.src_addr(), 7471, 1), (ev.dst_addr(), 9000, 2)] {
+            assert_eq!(sa.sa_family as i32, libc::AF_INET6);
+            // SAFETY: an AF_INET6 address is stored at sockaddr_in6's length.
+            let sin6 = unsafe { &*(sa as *const _ as *const libc::sockaddr_in6) };
+            assert_eq!(u16::from_be(sin6.sin6_port), port);
+            assert_eq!(sin6.sin6_addr.s6_addr[15], last);
+        }
+        assert!(ev.seq() > 0);
+        assert_eq!(ev.param_kind(), ParamKind::Conn);
+        // The buffer outlives its event, in another thread.
+        drop(ev);
+        let seen = std::thread::spawn(move || pd.as_bytes().to_vec())
+            .join()
+            .unwrap();
+        assert_eq!(seen, bytes);
+    }
+
+    #[test]
+    fn addr_len_is_the_family_length() {
+        assert_eq!(addr_len(libc::AF_UNSPEC as libc::sa_family_t), 16);
+        assert_eq!(addr_len(libc::AF_INET as libc::sa_family_t), 16);
+        assert_eq!(addr_len(libc::AF_INET6 as libc::sa_family_t), 28);
+        assert_eq!(addr_len(AF_IB as libc::sa_family_t), 48);
+        assert_eq!(addr_len(99), 128);
+    }
 }

@@ -1,60 +1,74 @@
 //! Private data bytes in a refcounted buffer that can outlive its event and cross threads.
+//!
+//! The bytes live in their event's slot (see `slot`); a buffer is a pointer to them, the same
+//! pointer the event's `rdma_cm_event` view carries in `private_data`. A buffer reference keeps
+//! the slot alive after the event's last reference is gone.
 
-use crate::pool::{AllocError, Handle, Pool, Pooled};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+use super::slot::{self, Sizes, BYTES_OFFSET, HAS_PD};
+use crate::pool::AllocError;
+#[cfg(feature = "capi")]
+use crate::pool::{misuse, SlotState};
 
 /// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
 pub const MAX_PRIVATE_DATA: usize = 255;
 
-pub(crate) struct BufData {
-    len: u8,
-    bytes: [u8; MAX_PRIVATE_DATA],
-}
-
-pub(crate) static BUFS: Pool<BufData> = Pool::new(1, "cmsafe_buf", 0xc5e7_b0f0);
-
-impl Pooled for BufData {
-    fn pool() -> &'static Pool<Self> {
-        &BUFS
-    }
-    const RELEASE: &'static str = "cmsafe_buf_release";
-}
-
-/// An immutable, refcounted copy of an event's private data. Cloning is a refcount.
+/// An immutable, refcounted copy of an event's private data. Cloning takes a reference of its
+/// own, which keeps the bytes after their event is released.
 ///
 /// The length is what the transport reported, which on IB/RoCE can exceed what the peer sent
 /// (a CONNECT_REQUEST carries 56 bytes, zero-padded after the peer's own).
-#[derive(Clone)]
-pub struct PrivateData(Handle<BufData>);
+#[repr(transparent)]
+pub struct PrivateData(NonNull<u8>);
+
+// SAFETY: the bytes are immutable and the refcounts atomic.
+unsafe impl Send for PrivateData {}
+// SAFETY: as above.
+unsafe impl Sync for PrivateData {}
 
 impl PrivateData {
-    /// Copies `bytes` (at most [`MAX_PRIVATE_DATA`]; librdmacm's `uint8_t` length never asks
-    /// for more, and the rest would be cut).
+    /// Copies `bytes` into a buffer of their own, with no event (at most [`MAX_PRIVATE_DATA`];
+    /// librdmacm's `uint8_t` length never asks for more, and the rest would be cut).
     pub fn copy_from(bytes: &[u8]) -> Result<Self, AllocError> {
         let len = bytes.len().min(MAX_PRIVATE_DATA);
-        // SAFETY: writes the length and `len` bytes; the rest of the array is never read
-        // (`as_bytes` stops at `len`), and slot memory is always initialized (mapped zeroed,
-        // then only ever written), so no uninitialized byte exists to be read.
+        let sizes = Sizes {
+            pd: len,
+            src: 0,
+            dst: 0,
+        };
+        // SAFETY: every head field but class and buf_refs is written (an all-zero view, no
+        // sequence number: this is no event), and `len` bytes of the tail.
         let slot = unsafe {
-            BUFS.alloc_with(|p| {
-                std::ptr::addr_of_mut!((*p).len).write(len as u8);
-                let dst = std::ptr::addr_of_mut!((*p).bytes) as *mut u8;
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len);
+            slot::alloc(sizes, 1, |head, tail| {
+                use std::ptr::addr_of_mut;
+                addr_of_mut!((*head).cm).write_bytes(0, 1);
+                addr_of_mut!((*head).seq).write(0);
+                addr_of_mut!((*head).fetched_ns).write(0);
+                addr_of_mut!((*head).flags).write(HAS_PD);
+                addr_of_mut!((*head).pd_len).write(len as u8);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), tail, len);
             })
         }?;
-        Ok(PrivateData(Handle::new(slot)))
+        // SAFETY: inside the slot, not NULL.
+        Ok(PrivateData(unsafe {
+            NonNull::new_unchecked(slot.add(BYTES_OFFSET) as *mut u8)
+        }))
     }
 
-    fn data(&self) -> &BufData {
-        self.0.get()
+    fn slot(&self) -> *const u8 {
+        self.0.as_ptr().wrapping_sub(BYTES_OFFSET)
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        let data = self.data();
-        &data.bytes[..data.len as usize]
+        // SAFETY: a reference is held (ours or our event's); `len` bytes follow the pointer.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr(), self.len()) }
     }
 
     pub fn len(&self) -> usize {
-        self.data().len as usize
+        // SAFETY: a reference is held, so the slot is live.
+        unsafe { slot::head(self.slot()) }.pd_len as usize
     }
 
     pub fn is_empty(&self) -> bool {
@@ -64,24 +78,72 @@ impl PrivateData {
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
     pub(crate) fn into_raw(self) -> *const u8 {
-        self.0.into_raw()
+        std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
     #[cfg(feature = "capi")]
     pub(crate) fn as_raw(&self) -> *const u8 {
-        self.0.as_raw()
+        self.0.as_ptr()
     }
 
-    /// Takes over the reference a C handle carries, after checking the handle.
+    /// Takes over the reference a C handle carries, after checking the handle (a released or
+    /// foreign one is reported and aborts).
     #[cfg(feature = "capi")]
     pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
-        PrivateData(Handle::from_raw(ptr, op))
+        let slot = ptr.wrapping_sub(BYTES_OFFSET);
+        match slot::classify(slot) {
+            // SAFETY: a live slot: its head is readable.
+            SlotState::Live if unsafe { slot::head(slot) }.flags & HAS_PD != 0 => {}
+            SlotState::Free => misuse(format_args!(
+                "{op}({ptr:p}): this cmsafe_buf was already released (double release or use after release)"
+            )),
+            _ => misuse(format_args!("{op}({ptr:p}): not a cmsafe_buf cmsafe returned")),
+        }
+        // SAFETY: not NULL: inside a live slot.
+        PrivateData(unsafe { NonNull::new_unchecked(ptr as *mut u8) })
     }
 
     /// Borrows a C handle without taking its reference.
     #[cfg(feature = "capi")]
     pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
         f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
+    }
+
+    /// Gives back a reference of the buffer's own (a C `cmsafe_buf_release`): one the event
+    /// holds is not the caller's to give.
+    #[cfg(feature = "capi")]
+    pub(crate) fn release_own(self, op: &str) {
+        // SAFETY: checked live by `from_raw`.
+        let head = unsafe { slot::head(self.slot()) };
+        if head.buf_refs.load(Ordering::Acquire) == 0 {
+            misuse(format_args!(
+                "{op}({:p}): this cmsafe_buf has no reference of its own left (released more often than retained)",
+                self.0
+            ));
+        }
+        drop(self);
+    }
+}
+
+impl Clone for PrivateData {
+    fn clone(&self) -> Self {
+        // SAFETY: a reference is held, so the slot is live.
+        unsafe { slot::head(self.slot()) }
+            .buf_refs
+            .fetch_add(1, Ordering::Relaxed);
+        slot::retain(self.slot());
+        PrivateData(self.0)
+    }
+}
+
+impl Drop for PrivateData {
+    fn drop(&mut self) {
+        // Only owned values are dropped: the one in an event's view is only ever borrowed.
+        // SAFETY: we hold a buffer reference, so the slot is live.
+        unsafe { slot::head(self.slot()) }
+            .buf_refs
+            .fetch_sub(1, Ordering::Release);
+        slot::release(self.slot(), "cmsafe_buf_release");
     }
 }
 

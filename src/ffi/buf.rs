@@ -32,10 +32,8 @@ pub extern "C" fn cmsafe_buf_retain(buf: *const cmsafe_buf) -> *const cmsafe_buf
 pub extern "C" fn cmsafe_buf_release(buf: *const cmsafe_buf) {
     guard!((), {
         if !buf.is_null() {
-            drop(PrivateData::from_raw(
-                buf as *const u8,
-                "cmsafe_buf_release",
-            ));
+            PrivateData::from_raw(buf as *const u8, "cmsafe_buf_release")
+                .release_own("cmsafe_buf_release");
         }
     })
 }

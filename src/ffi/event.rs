@@ -137,7 +137,12 @@ pub extern "C" fn cmsafe_event_seq(ev: *const cmsafe_event) -> u64 {
     guard!(0, { with_event(ev, "cmsafe_event_seq", 0, |e| e.seq()) })
 }
 
-/// When the event was fetched, in nanoseconds of CLOCK_MONOTONIC (clock_gettime(2)).
+/// When the event was fetched (or copied, for `cmsafe_event_copy`), in nanoseconds of
+/// CLOCK_MONOTONIC_COARSE (clock_gettime(2)): the same clock as CLOCK_MONOTONIC, read without a
+/// system call on any clocksource, but advanced only once per kernel tick, so its resolution is
+/// what `clock_getres(CLOCK_MONOTONIC_COARSE)` reports (1 to 10 ms: 4 ms on a HZ=250 kernel)
+/// and it may lag CLOCK_MONOTONIC by up to that much. Compare it with CLOCK_MONOTONIC_COARSE
+/// readings, not CLOCK_MONOTONIC ones.
 /// NULL: returns 0. Threads: any.
 #[no_mangle]
 pub extern "C" fn cmsafe_event_time_ns(ev: *const cmsafe_event) -> u64 {
@@ -148,7 +153,10 @@ pub extern "C" fn cmsafe_event_time_ns(ev: *const cmsafe_event) -> u64 {
 
 /// The id's local address as it was when the event was fetched (what `rdma_get_local_addr(3)`
 /// returned then); readable after the id is destroyed. Its family is AF_UNSPEC when the id had
-/// no address yet. The storage is a `struct sockaddr_storage`.
+/// no address yet. The storage is as long as the family's own address structure: a
+/// `struct sockaddr_in` for AF_INET, `sockaddr_in6` for AF_INET6, `sockaddr_ib` (48 bytes) for
+/// AF_IB, a `struct sockaddr` (16 bytes) for AF_UNSPEC, and a whole `struct sockaddr_storage`
+/// for any other family; read no further than that. It is 4-byte aligned (8 for AF_IB).
 ///
 /// Ownership: borrowed from `ev`, valid while a reference to `ev` is held.
 /// NULL: returns NULL. Threads: any.
@@ -156,7 +164,7 @@ pub extern "C" fn cmsafe_event_time_ns(ev: *const cmsafe_event) -> u64 {
 pub extern "C" fn cmsafe_event_src_addr(ev: *const cmsafe_event) -> *const libc::sockaddr {
     guard!(std::ptr::null(), {
         with_event(ev, "cmsafe_event_src_addr", std::ptr::null(), |e| {
-            e.src_addr() as *const libc::sockaddr_storage as *const libc::sockaddr
+            e.src_addr() as *const libc::sockaddr
         })
     })
 }
@@ -167,7 +175,7 @@ pub extern "C" fn cmsafe_event_src_addr(ev: *const cmsafe_event) -> *const libc:
 pub extern "C" fn cmsafe_event_dst_addr(ev: *const cmsafe_event) -> *const libc::sockaddr {
     guard!(std::ptr::null(), {
         with_event(ev, "cmsafe_event_dst_addr", std::ptr::null(), |e| {
-            e.dst_addr() as *const libc::sockaddr_storage as *const libc::sockaddr
+            e.dst_addr() as *const libc::sockaddr
         })
     })
 }

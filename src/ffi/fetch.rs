@@ -3,7 +3,7 @@
 use libc::c_int;
 
 use super::{cmsafe_event, fail, guard};
-use crate::channel::{fetch_batch, fetch_one, is_nonblocking, Wait};
+use crate::channel::{fetch_batch, fetch_one, Wait};
 use crate::cm::rdma_event_channel;
 
 /// Fetches the next event from `ch`, copies everything it carries and acks the original.
@@ -23,7 +23,16 @@ use crate::cm::rdma_event_channel;
 /// NULL: `ch` or `out` NULL fails with EINVAL.
 ///
 /// Threads: any number of threads may fetch from one channel; each event is delivered to
-/// exactly one of them. Do not mix with direct `rdma_get_cm_event` calls on the same channel.
+/// exactly one of them. A fetch holds the channel's cmsafe lock while it waits (a blocked
+/// `cmsafe_get_event` holds it inside `rdma_get_cm_event`), so fetches with a timeout on the
+/// same channel wait for it no longer than their timeout. Do not mix with direct
+/// `rdma_get_cm_event` calls on the same channel.
+///
+/// System calls: exactly those of `rdma_get_cm_event(3)` (its read of the channel's fd), none of
+/// cmsafe's own: no poll(2), no fcntl(2); the fetch time is read through the vDSO where the
+/// kernel's clocksource allows (TSC; see `cmsafe_event_time_ns`). On an O_NONBLOCK channel, the
+/// EAGAIN of `rdma_get_cm_event` is passed on, as a raw loop sees it. An event kept after ENOMEM
+/// is returned first, without a system call.
 ///
 /// Returns 0, or -1 with errno: EINVAL (NULL argument), EAGAIN (non-blocking channel, nothing
 /// queued), EINTR (a signal arrived while waiting), ENOMEM (the copy could not be allocated:
@@ -40,23 +49,12 @@ pub extern "C" fn cmsafe_get_event(
             return fail(libc::EINVAL);
         }
         // SAFETY: `ch` is not NULL and, per the contract, a live channel.
-        let nonblocking = match unsafe { is_nonblocking(ch) } {
-            Ok(nb) => nb,
-            Err(e) => return fail(e),
-        };
-        let wait = if nonblocking {
-            Wait::Millis(0)
-        } else {
-            Wait::Forever
-        };
-        // SAFETY: as above.
-        match unsafe { fetch_one(ch, wait) } {
+        match unsafe { fetch_one(ch, Wait::AsChannel) } {
             Ok(event) => {
                 // SAFETY: `out` is not NULL and points to writable storage per the contract.
                 unsafe { *out = event.into_raw() as *mut cmsafe_event };
                 0
             }
-            Err(libc::ETIMEDOUT) if nonblocking => fail(libc::EAGAIN),
             Err(e) => fail(e),
         }
     })
@@ -67,7 +65,24 @@ pub extern "C" fn cmsafe_get_event(
 /// `timeout_ms` < 0 waits without limit; 0 takes only an event already queued. The wait is
 /// poll(2) on the channel's fd, so its resolution is the kernel's (about a millisecond).
 ///
-/// Ownership, NULL, threads: as `cmsafe_get_event`.
+/// Ownership, NULL, threads: as `cmsafe_get_event` (a fetch waiting on the same channel in
+/// another thread counts against the timeout: this call waits for it at most `timeout_ms`).
+///
+/// System calls, besides `rdma_get_cm_event(3)`'s own:
+/// - `timeout_ms` < 0: none on a blocking channel (`rdma_get_cm_event` itself blocks); on an
+///   O_NONBLOCK channel with nothing queued, poll(2) until an event arrives.
+/// - `timeout_ms` > 0: one poll(2) per call (its wait), and a clock_gettime(2) for the deadline
+///   (through the vDSO where the clocksource allows).
+/// - `timeout_ms` == 0: none on an O_NONBLOCK channel (nothing queued: the EAGAIN of
+///   `rdma_get_cm_event`); one poll(2) with no wait on a blocking channel.
+///
+/// Which of the last two a channel is, cmsafe reads once with fcntl(2) F_GETFL, the first time a
+/// call with `timeout_ms` == 0 (or a batch, see `cmsafe_get_events`) needs it, and learns from
+/// any EAGAIN of `rdma_get_cm_event`; it then remembers it for that channel address and fd. Set
+/// or clear O_NONBLOCK on a channel before cmsafe fetches from it, not in between: a channel
+/// cmsafe believes O_NONBLOCK but that was made blocking again would make a `timeout_ms` == 0
+/// call block until an event arrives. The same holds for a channel created at the address and
+/// fd of a destroyed O_NONBLOCK one (the Rust `EventChannel` forgets when it destroys its own).
 ///
 /// Returns 0, or -1 with errno: ETIMEDOUT (nothing arrived in time), EINTR (a signal arrived
 /// while waiting: the wait is not resumed, as librdmacm's own blocking read would not be), and
@@ -104,6 +119,18 @@ pub extern "C" fn cmsafe_get_event_timeout(
 ///
 /// Threads: as `cmsafe_get_event`; batches taken concurrently from one channel never share an
 /// event.
+///
+/// System calls: the first event is waited for as `cmsafe_get_event_timeout` waits. Each further
+/// event is taken with no wait: on an O_NONBLOCK channel by `rdma_get_cm_event` alone, so a
+/// batch that drains the channel makes exactly the calls of a raw drain loop, its last one the
+/// EAGAIN that ends the batch; on a blocking channel with a poll(2) before each further event
+/// tried, the one that finds the channel empty included (nothing else tells whether another
+/// event is queued).
+///
+/// Draining: a count below `max` means the batch found the channel empty (or an error ended it,
+/// which the next call reports). A loop that drains an O_NONBLOCK channel after poll(2) may stop
+/// at a count below `max`: calling again until 0 asks librdmacm once more (a second EAGAIN per
+/// wakeup that a raw loop does not make).
 ///
 /// Returns the number of events stored (0 when none arrived in time), or -1 with errno: EINVAL
 /// (NULL argument, or `max` == 0), and the errors of `cmsafe_get_event` when they happen before

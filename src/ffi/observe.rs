@@ -132,8 +132,8 @@ pub extern "C" fn cmsafe_stats_get(out: *mut cmsafe_stats) -> c_int {
 
 /// Test hook: makes one future allocation fail, to exercise the ENOMEM path. The allocation
 /// after `skip` successful ones fails (0: the next one); a negative `skip` disarms. The
-/// allocations of a fetch are: the channel's state (first fetch on a channel only), the private
-/// data buffer (when the event carries some), the event.
+/// allocations of a fetch are: the channel's state (first fetch on a channel only), then the
+/// event (one allocation, which holds its private data too).
 ///
 /// Not for production use. Threads: process-wide; any.
 #[no_mangle]
