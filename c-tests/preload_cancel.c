@@ -13,7 +13,6 @@
  * and without a report. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -111,19 +110,6 @@ static void do_destroy_channel(struct job *j)
     rdma_destroy_event_channel(j->ch);
 }
 
-/* An id on `ch` whose ADDR_RESOLVED is queued, not yet fetched. */
-static struct rdma_cm_id *queued_addr_resolved(struct rdma_event_channel *ch)
-{
-    struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = raw_addr(PORT);
-    REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
-    REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
-            "rdma_resolve_addr: %s", strerror(errno));
-    struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
-    REQUIRE(poll(&pfd, 1, 5000) == 1, "no event queued on the channel after 5 s");
-    return id;
-}
-
 int main(void)
 {
     struct rdma_event_channel *ch = raw_channel();
@@ -131,7 +117,7 @@ int main(void)
 
     /* rdma_get_cm_event with an event queued: raw, write(2) acts on the cancel before it reads,
      * so the event stays queued for the next reader. */
-    struct rdma_cm_id *a = queued_addr_resolved(ch);
+    struct rdma_cm_id *a = raw_addr_queued(ch, PORT);
     j.call = "rdma_get_cm_event";
     j.fn = do_get;
     run(&j, 1);
@@ -148,7 +134,7 @@ int main(void)
     j.call = "rdma_get_cm_event";
     j.fn = do_get;
     run(&j, 0);
-    struct rdma_cm_id *b = queued_addr_resolved(ch);
+    struct rdma_cm_id *b = raw_addr_queued(ch, PORT);
     raw_get_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
     printf("the channel still works after the cancelled reader\n");
 
@@ -180,7 +166,7 @@ int main(void)
      * librdmacm's pthread_cond_wait and is cancelled there (leaving the id's lock held: the
      * event can never be acked after, so this case comes last). Under the preload it first
      * waits CMSAFE_LATE_ACK_MS for the ack (uncancellable), then enters librdmacm. */
-    struct rdma_cm_id *c = queued_addr_resolved(ch);
+    struct rdma_cm_id *c = raw_addr_queued(ch, PORT);
     struct rdma_cm_event *held = raw_get(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
     j.ch = ch;
     j.call = "rdma_destroy_id (its event held by another thread)";

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 
 #include "harness.h"
 
@@ -152,4 +153,16 @@ struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned 
     raw_get_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED); /* seq 1 */
     REQUIRE(rdma_resolve_route(*id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
     return raw_get(ch, RDMA_CM_EVENT_ROUTE_RESOLVED); /* seq 2 */
+}
+
+struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short port)
+{
+    struct rdma_cm_id *id = NULL;
+    struct sockaddr_in dst = raw_addr(port);
+    REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
+    REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
+            "rdma_resolve_addr: %s", strerror(errno));
+    struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+    REQUIRE(poll(&pfd, 1, 5000) == 1, "no event queued on the channel after 5 s");
+    return id;
 }

@@ -45,6 +45,10 @@ struct rdma_cm_id *raw_client(struct rdma_event_channel *ch, unsigned short port
 struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned short port,
                                         struct rdma_cm_id **id);
 
+/* An id on `ch` whose ADDR_RESOLVED (of $RXE_ADDR:port) is queued on the channel, not yet
+ * fetched: the channel's fd polls readable. */
+struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short port);
+
 /* An RC QP on `id` with librdmacm's default PD and CQs. */
 void raw_create_qp(struct rdma_cm_id *id);
 
