@@ -84,7 +84,7 @@ guest-test: c-tests
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
-      preload-test syscall-test
+      preload-test services-test soak-test syscall-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -208,7 +208,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
-        misuse_qp_then_destroy
+        misuse_qp_then_destroy soak_events misuse_destroyed_channel \
+        misuse_destroyed_id misuse_rejected_not_destroyed
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
@@ -231,12 +232,50 @@ preload-tests: $(PRELOAD_TEST_BINS)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw, qperf,
-# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it.
+# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it; and
+# the cancelled-read race.
 preload-test: preload preload-tests
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
 	  scripts/race-cancelled-read 20 1; d=$$?; \
 	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]'
+
+# The services in their short form (UCX io_demo, tgt + libiscsi over iSER, riostream,
+# rdma_xserver/rdma_xclient, mckey, rcopy, ib_write_bw, ib_read_lat), one reference run and one
+# run per mode each, both sides preloaded. About 12 minutes, most of it the iSER tools.
+.PHONY: services-test
+services-test: preload preload-tests
+	$(RXE_VM) -- scripts/preload-real-programs --set services-short audit safe
+
+# The preload's memory stays bounded: a program with one event per created-resolved-destroyed
+# id, raw, under safe mode and under audit, its resident set flat after warm-up (a count of
+# KiB, not a time). `make test` drives 40,000 events per run, `make bench` 1,000,000.
+SOAK_TEST_EVENTS ?= 40000
+SOAK_BENCH_EVENTS ?= 1000000
+.PHONY: soak-test soak-bench
+soak-test: preload preload-tests
+	$(RXE_VM) -- scripts/soak-events $(SOAK_TEST_EVENTS)
+
+soak-bench: preload preload-tests
+	@mkdir -p bench/results
+	$(RXE_VM) -- scripts/soak-events $(SOAK_BENCH_EVENTS) target/soak.md
+	cp target/soak.md bench/results/soak.md
+bench: soak-bench
+
+# The services in their full form (`make bench`): every program of the short form at full size,
+# raw, audit and safe, all checked; io_demo and the iSER workload timed over 5 alternated rounds.
+# Writes bench/results/services.md (timings) and bench/results/field.md (what the audit saw).
+SERVICES_ROUNDS ?= 5
+.PHONY: services-bench
+services-bench: preload
+	@mkdir -p bench/results
+	rm -rf target/bench-services
+	$(RXE_VM) -- scripts/preload-real-programs --set services --rounds $(SERVICES_ROUNDS) \
+	  --bench target/bench-services audit safe
+	cp target/bench-services/services.md target/bench-services/field.md bench/results/
+	cat bench/results/services.md bench/results/field.md
+
+bench: services-bench
 
 # The cancelled-read race (libiscsi's CM-thread cancel, modelled): hangs per mode over many
 # alternated rounds, every hang under the preload named. Writes bench/results/race.md.

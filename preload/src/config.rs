@@ -22,6 +22,8 @@ pub struct Config {
     pub late_ack_ns: u64,
     /// CMSAFE_HANG_MS: how long rdma_destroy_id/rdma_migrate_id may block before a finding.
     pub hang_ns: u64,
+    /// CMSAFE_REJECTED_IDS: rejected connection-request ids alive at once that make a finding.
+    pub rejected_ids: usize,
 }
 
 extern "C" {
@@ -55,6 +57,10 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     let hang_ms = var(c"CMSAFE_HANG_MS")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(5000);
+    let rejected_ids = var(c"CMSAFE_REJECTED_IDS")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(64);
     if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe::logging::parse_level(&v)) {
         cmsafe::logging::set_level(level);
     }
@@ -63,6 +69,7 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         report: var(c"CMSAFE_REPORT").filter(|s| !s.is_empty()),
         late_ack_ns: late_ms.saturating_mul(1_000_000),
         hang_ns: hang_ms.saturating_mul(1_000_000),
+        rejected_ids,
     }
 });
 

@@ -4,10 +4,10 @@
 //! every event cost more than the rest of the preload's work together. Elsewhere the
 //! implementation walks the stack itself (return address 0).
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
+use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 /// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
-/// last one of `args` (System V: rdi, rsi, rdx).
+/// last one of `args` (System V: rdi, rsi, rdx, rcx, r8).
 macro_rules! entry {
     ($(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $imp:path, $reg:literal) => {
         $(#[$doc])*
@@ -59,4 +59,47 @@ entry!(
 entry!(
     /// rdma_destroy_qp(3), interposed.
     rdma_destroy_qp(id: *mut rdma_cm_id), crate::destroy_qp, "rsi"
+);
+entry!(
+    /// rdma_create_id(3), interposed.
+    rdma_create_id(
+        channel: *mut rdma_event_channel,
+        id: *mut *mut rdma_cm_id,
+        context: *mut libc::c_void,
+        ps: u32
+    ) -> i32,
+    crate::ids::create_id, "r8"
+);
+entry!(
+    /// rdma_create_ep(3), interposed.
+    rdma_create_ep(
+        id: *mut *mut rdma_cm_id,
+        res: *mut libc::c_void,
+        pd: *mut libc::c_void,
+        qp_init_attr: *mut libc::c_void
+    ) -> i32,
+    crate::ids::create_ep, "r8"
+);
+entry!(
+    /// rdma_create_event_channel(3), interposed.
+    rdma_create_event_channel() -> *mut rdma_event_channel, crate::ids::create_channel, "rdi"
+);
+entry!(
+    /// rdma_accept(3), interposed.
+    rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
+    crate::ids::accept, "rdx"
+);
+entry!(
+    /// rdma_connect(3), interposed.
+    rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
+    crate::ids::connect, "rdx"
+);
+entry!(
+    /// rdma_reject(3), interposed.
+    rdma_reject(id: *mut rdma_cm_id, private_data: *const libc::c_void, len: u8) -> i32,
+    crate::ids::reject, "rcx"
+);
+entry!(
+    /// rdma_disconnect(3), interposed.
+    rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi"
 );

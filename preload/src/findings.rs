@@ -13,6 +13,9 @@ pub enum Kind {
     LateAck,
     QpDestroyBeforeAck,
     LostEvent,
+    UseAfterDestroyId,
+    UseAfterDestroyChannel,
+    RejectedIdNeverDestroyed,
 }
 
 impl Kind {
@@ -29,6 +32,9 @@ impl Kind {
             Kind::LateAck => "late-ack",
             Kind::QpDestroyBeforeAck => "qp-destroy-before-ack",
             Kind::LostEvent => "destroy-waits-for-lost-event",
+            Kind::UseAfterDestroyId => "use-after-destroy-id",
+            Kind::UseAfterDestroyChannel => "use-after-destroy-channel",
+            Kind::RejectedIdNeverDestroyed => "rejected-id-never-destroyed",
         }
     }
 }

@@ -36,45 +36,85 @@ static ID: [AtomicUsize; PAGES] = [const { AtomicUsize::new(0) }; PAGES];
 /// and the free pages ahead of the cursor are made writable in runs: one mprotect for up to
 /// OPEN_RUN events instead of one each (the seal at the ack stays one per event).
 const OPEN_RUN: usize = 64;
+/// The ring starts this many pages long and grows by as many whenever a whole lap finds no free
+/// page. Every page the ring passes over stays resident once written (sealing keeps the copy),
+/// so the ring is kept as short as the pages held at once (live copies plus the quarantine):
+/// audit's memory is bounded by that peak, not by how many events a program has had.
+const GROW: usize = 2 * OPEN_RUN;
 
 struct Ring {
     cursor: usize,
     /// Pages in [cursor, opened_end) are free and already writable.
     opened_end: usize,
+    /// The ring is pages [0, limit).
+    limit: usize,
 }
 static RING_PAGES: Mutex<Ring> = Mutex::new(Ring {
     cursor: 0,
     opened_end: 0,
+    limit: GROW,
 });
+
+enum Lap {
+    Found(usize),
+    Full,
+    Failed,
+}
+
+impl Ring {
+    /// One lap from the cursor: the next free page, made writable with the free ones after it.
+    fn lap(&mut self) -> Lap {
+        for _ in 0..self.limit {
+            let p = self.cursor;
+            if p >= self.opened_end {
+                if STATE[p].load(Ordering::Acquire) != FREE {
+                    self.advance();
+                    self.opened_end = self.cursor;
+                    continue;
+                }
+                let mut n = 1;
+                while n < OPEN_RUN
+                    && p + n < self.limit
+                    && STATE[p + n].load(Ordering::Acquire) == FREE
+                {
+                    n += 1;
+                }
+                if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
+                    return Lap::Failed;
+                }
+                self.opened_end = p + n;
+            }
+            self.advance();
+            return Lap::Found(p);
+        }
+        Lap::Full
+    }
+
+    fn advance(&mut self) {
+        self.cursor += 1;
+        if self.cursor >= self.limit {
+            self.cursor = 0;
+            self.opened_end = 0;
+        }
+    }
+}
 
 /// The next free page, writable; None when every page is live or in quarantine.
 fn take_page() -> Option<usize> {
     let mut r = RING_PAGES.lock().unwrap_or_else(|e| e.into_inner());
-    for _ in 0..PAGES {
-        let p = r.cursor;
-        if p >= r.opened_end {
-            if STATE[p].load(Ordering::Acquire) != FREE {
-                r.cursor = (p + 1) % PAGES;
-                r.opened_end = r.cursor;
-                continue;
+    loop {
+        match r.lap() {
+            Lap::Found(p) => return Some(p),
+            Lap::Failed => return None,
+            Lap::Full if r.limit >= PAGES => return None,
+            Lap::Full => {
+                let old = r.limit;
+                r.limit = (old + GROW).min(PAGES);
+                r.cursor = old;
+                r.opened_end = old;
             }
-            let mut n = 1;
-            while n < OPEN_RUN && p + n < PAGES && STATE[p + n].load(Ordering::Acquire) == FREE {
-                n += 1;
-            }
-            if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
-                return None;
-            }
-            r.opened_end = p + n;
         }
-        r.cursor = p + 1;
-        if r.cursor == PAGES {
-            r.cursor = 0;
-            r.opened_end = 0;
-        }
-        return Some(p);
     }
-    None
 }
 
 fn base() -> Option<usize> {
@@ -434,5 +474,45 @@ impl SignalLine {
     fn write_stderr(&self) {
         // SAFETY: write(2) of our own buffer; async-signal-safe.
         unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold() -> usize {
+        let p = take_page().expect("a free page");
+        STATE[p].store(LIVE, Ordering::Release);
+        p
+    }
+
+    fn release(p: usize) {
+        STATE[p].store(ACKED, Ordering::Release);
+        recycle(p as u32);
+    }
+
+    fn limit() -> usize {
+        RING_PAGES.lock().unwrap().limit
+    }
+
+    #[test]
+    fn the_ring_grows_only_to_the_pages_held_at_once() {
+        let held: Vec<usize> = (0..300).map(|_| hold()).collect();
+        let mut sorted = held.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 300, "each held page is a page of its own");
+        // 300 pages held at once: the ring grew from 128 to the next multiple of 128.
+        assert_eq!(limit(), 384);
+        assert!(held.iter().all(|&p| p < 384));
+        held.into_iter().for_each(release);
+        // Ten thousand more events, one held at a time: the ring stays where it was.
+        for _ in 0..10_000 {
+            let p = hold();
+            assert!(p < 384, "page {p} beyond the ring");
+            release(p);
+        }
+        assert_eq!(limit(), 384);
     }
 }

@@ -1,8 +1,9 @@
 //! libcmsafe_preload.so: LD_PRELOAD for unmodified RDMA programs.
 //!
 //! It interposes rdma_get_cm_event and rdma_ack_cm_event, and, to judge how events are used,
-//! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp. Nothing else
-//! is exported. CMSAFE_MODE chooses:
+//! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp; to judge
+//! the lifecycles of ids and channels, rdma_create_id, rdma_create_event_channel, rdma_accept,
+//! rdma_connect, rdma_reject and rdma_disconnect (ids.rs). Nothing else is exported. CMSAFE_MODE chooses:
 //! - `audit` (default): the program sees the same events and the same ack timing; every misuse is
 //!   reported (see `findings`). Copies live on guarded pages so reads after the ack are caught.
 //! - `safe`: librdmacm's event is acked at once and the program gets cmsafe's copy, which stays
@@ -21,7 +22,9 @@ mod entry;
 mod findings;
 mod guard;
 mod held;
+mod ids;
 mod lifecycle;
+mod objects;
 mod real;
 mod record;
 mod report;
@@ -127,6 +130,11 @@ unsafe extern "C-unwind" fn get_cm_event(
         // SAFETY: the program's own arguments, passed on.
         return unsafe { real(channel, event) };
     }
+    if objects::ANY_CHANNEL_GONE.load(std::sync::atomic::Ordering::Relaxed)
+        && ids::channel_refused("rdma_get_cm_event", channel, ret)
+    {
+        return -1;
+    }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
     // SAFETY: as above, with our own out pointer; `cancelled_in_get` only records the channel.
     let rc = unsafe {
@@ -198,6 +206,9 @@ unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
+    if ids::id_refused("rdma_destroy_id", id, ret) {
+        return -1;
+    }
     let token = judge_wait(Op::DestroyId, id, ret);
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
@@ -224,6 +235,11 @@ unsafe extern "C-unwind" fn migrate_id(
         // SAFETY: passed on as given.
         return unsafe { real(id, channel) };
     }
+    if ids::id_refused("rdma_migrate_id", id, ret)
+        || ids::channel_refused("rdma_migrate_id", channel, ret)
+    {
+        return -1;
+    }
     let token = judge_wait(Op::MigrateId, id, ret);
     // SAFETY: passed on as given.
     let rc = unsafe { real(id, channel) };
@@ -241,6 +257,9 @@ unsafe extern "C-unwind" fn destroy_event_channel(channel: *mut rdma_event_chann
         return;
     };
     if CONFIG.mode != Mode::Off && !channel.is_null() {
+        if ids::channel_refused("rdma_destroy_event_channel", channel, ret) {
+            return;
+        }
         quietly(|| {
             let caller = whereis::caller_at(ret);
             with_state(|s| s.destroying_channel(channel as usize, caller));
@@ -260,6 +279,9 @@ unsafe extern "C-unwind" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
         return;
     };
     if CONFIG.mode != Mode::Off && !id.is_null() {
+        if ids::id_refused("rdma_destroy_qp", id, ret) {
+            return;
+        }
         judge_wait(Op::DestroyQp, id, ret);
     }
     // SAFETY: passed on as given.

@@ -12,7 +12,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
+use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 // "C-unwind": pthread_cancel unwinds through these calls, as it would without the preload.
 pub type GetEvent =
@@ -22,6 +22,23 @@ pub type DestroyId = unsafe extern "C-unwind" fn(*mut rdma_cm_id) -> i32;
 pub type MigrateId = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut rdma_event_channel) -> i32;
 pub type DestroyChannel = unsafe extern "C-unwind" fn(*mut rdma_event_channel);
 pub type DestroyQp = unsafe extern "C-unwind" fn(*mut rdma_cm_id);
+pub type CreateId = unsafe extern "C-unwind" fn(
+    *mut rdma_event_channel,
+    *mut *mut rdma_cm_id,
+    *mut libc::c_void,
+    u32,
+) -> i32;
+pub type CreateEp = unsafe extern "C-unwind" fn(
+    *mut *mut rdma_cm_id,
+    *mut libc::c_void,
+    *mut libc::c_void,
+    *mut libc::c_void,
+) -> i32;
+pub type CreateChannel = unsafe extern "C-unwind" fn() -> *mut rdma_event_channel;
+/// rdma_accept and rdma_connect.
+pub type ConnParamCall = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut rdma_conn_param) -> i32;
+pub type Reject = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *const libc::c_void, u8) -> i32;
+pub type Disconnect = unsafe extern "C-unwind" fn(*mut rdma_cm_id) -> i32;
 
 /// A shared library whose functions the preload wraps.
 pub struct Library {
@@ -183,3 +200,15 @@ real!(
     c"rdma_destroy_event_channel"
 );
 real!(destroy_qp, DestroyQp, LIBRDMACM, c"rdma_destroy_qp");
+real!(create_id, CreateId, LIBRDMACM, c"rdma_create_id");
+real!(create_ep, CreateEp, LIBRDMACM, c"rdma_create_ep");
+real!(
+    create_channel,
+    CreateChannel,
+    LIBRDMACM,
+    c"rdma_create_event_channel"
+);
+real!(accept, ConnParamCall, LIBRDMACM, c"rdma_accept");
+real!(connect, ConnParamCall, LIBRDMACM, c"rdma_connect");
+real!(reject, Reject, LIBRDMACM, c"rdma_reject");
+real!(disconnect, Disconnect, LIBRDMACM, c"rdma_disconnect");

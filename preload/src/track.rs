@@ -13,6 +13,7 @@ use cmsafe::safe::SafeCopies;
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
 use crate::held::Held;
+use crate::objects::Objects;
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::sync::ForkSafeMutex;
@@ -67,6 +68,8 @@ pub struct State {
     /// Threads cancelled inside librdmacm's rdma_get_cm_event: the event being read may be lost.
     cancelled_reads: Vec<CancelledRead>,
     cancelled_total: u64,
+    /// Ids and channels: created, destroyed, rejected.
+    objects: Objects,
 }
 
 /// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
@@ -133,6 +136,7 @@ fn new_state(cfg: &Config) -> State {
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
+        objects: Objects::new(cfg.rejected_ids),
     }
 }
 
@@ -249,6 +253,12 @@ impl State {
             ),
             Prepared::Raw => (raw, Holder::Raw(raw as usize), false),
         };
+        if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST {
+            self.objects
+                .id_created(cm.id as usize, caller.in_librdmacm, true);
+        } else {
+            self.objects.id_seen(cm.id as usize);
+        }
         let i = (cm.event as usize).min(16);
         self.by_type[i] += 1;
         self.events += 1;
@@ -494,10 +504,75 @@ impl State {
     /// After rdma_destroy_id(id) returned: safe mode's acked copies of its events may go.
     pub fn destroyed(&mut self, id: usize) {
         self.copies.id_destroyed(id);
+        self.objects.id_destroyed(id);
+    }
+
+    /// A new id (rdma_create_id) or channel (rdma_create_event_channel).
+    pub fn id_created(&mut self, id: usize, caller: whereis::Caller) {
+        self.objects.id_created(id, caller.in_librdmacm, false);
+    }
+
+    pub fn channel_created(&mut self, channel: usize, caller: whereis::Caller) {
+        self.objects.channel_created(channel, caller.in_librdmacm);
+    }
+
+    /// Before `call` on `id`: true (and a finding) when the program destroyed that id.
+    pub fn use_of_id(&mut self, call: &str, id: usize, caller: whereis::Caller) -> bool {
+        if !self.objects.id_gone(id) {
+            return false;
+        }
+        let message = format!(
+            "{call} on a cm_id already passed to rdma_destroy_id: librdmacm freed it, so the call \
+             reads freed memory{}",
+            refused("EINVAL")
+        );
+        self.object_finding(Kind::UseAfterDestroyId, id, caller, message);
+        true
+    }
+
+    /// Before `call` on `channel`: true (and a finding) when the program destroyed it.
+    pub fn use_of_channel(&mut self, call: &str, channel: usize, caller: whereis::Caller) -> bool {
+        if !self.objects.channel_gone(channel) {
+            return false;
+        }
+        let message = format!(
+            "{call} on event channel {channel:#x}, already passed to rdma_destroy_event_channel: \
+             librdmacm freed it and closed its fd, so the call reads freed memory (and a reused \
+             fd){}",
+            refused("EBADF")
+        );
+        self.object_finding(Kind::UseAfterDestroyChannel, 0, caller, message);
+        true
+    }
+
+    /// rdma_reject of `id`: a finding each time the rejected request ids still alive reach
+    /// CMSAFE_REJECTED_IDS or a multiple of it.
+    pub fn rejected(&mut self, id: usize, caller: whereis::Caller) {
+        if let Some(n) = self.objects.id_rejected(id) {
+            let message = format!(
+                "{n} cm_ids of rejected connection requests are alive, none passed to \
+                 rdma_destroy_id: each keeps a kernel cm_id (rdma resource show cm_id) until it \
+                 is destroyed or the process exits; destroy a request's id after rdma_reject"
+            );
+            self.object_finding(Kind::RejectedIdNeverDestroyed, id, caller, message);
+        }
+    }
+
+    fn object_finding(&mut self, kind: Kind, id: usize, caller: whereis::Caller, message: String) {
+        self.add(Finding {
+            kind,
+            seq: 0,
+            event_type: "-",
+            id,
+            thread: whereis::thread_id(),
+            place: whereis::describe(caller.addr),
+            message,
+        });
     }
 
     /// Before rdma_destroy_event_channel(channel).
     pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
+        self.objects.channel_destroyed(channel);
         let mut ptrs: Vec<usize> = self
             .live
             .iter()
@@ -635,6 +710,13 @@ impl State {
                 self.cancelled_total
             ));
         }
+        let left = self.objects.leftover();
+        if left.ids > 0 || left.channels > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   never destroyed: {} cm_ids ({} of rejected requests), {} event channels\n",
+                left.ids, left.rejected, left.channels
+            ));
+        }
         Some(s)
     }
 
@@ -652,6 +734,15 @@ impl State {
         self.report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
             ReportFile::new(crate::config::report_path(t))
         });
+    }
+}
+
+/// What safe mode does with a call on a destroyed object, for the finding's message.
+fn refused(errno_name: &str) -> String {
+    if CONFIG.mode == Mode::Safe {
+        format!("; safe mode refused the call (-1, errno {errno_name})")
+    } else {
+        String::new()
     }
 }
 

@@ -1,0 +1,209 @@
+//! The calls that create cm_ids and event channels or act on an id without events:
+//! rdma_create_id, rdma_create_ep (librdmacm makes its id without calling rdma_create_id),
+//! rdma_create_event_channel, rdma_accept, rdma_connect, rdma_reject and
+//! rdma_disconnect, interposed so that the lifecycles of ids and channels can be judged
+//! (objects.rs): a call on a destroyed id or channel is named before librdmacm reads the freed
+//! memory, and safe mode refuses it.
+
+use cmsafe::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
+
+use crate::config::{Mode, CONFIG};
+use crate::track::State;
+use crate::{missing, quietly, real, set_errno, whereis, with_state};
+
+/// Before a call on an object the program may have destroyed (`gone` reports it): true when safe
+/// mode refuses the call, errno then `err`. Audit reports it and lets the call go on, as
+/// librdmacm would take it without the preload.
+pub fn refused(
+    ret: usize,
+    err: i32,
+    gone: impl FnOnce(&mut State, whereis::Caller) -> bool,
+) -> bool {
+    let mut was_gone = false;
+    quietly(|| {
+        let caller = whereis::caller_at(ret);
+        was_gone = with_state(|s| gone(s, caller));
+    });
+    if was_gone && CONFIG.mode == Mode::Safe {
+        set_errno(err);
+        return true;
+    }
+    false
+}
+
+/// The same for a call on `id`.
+pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
+    !id.is_null() && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
+}
+
+/// The same for a call on `channel`.
+pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
+    !channel.is_null()
+        && refused(ret, libc::EBADF, |s, c| {
+            s.use_of_channel(call, channel as usize, c)
+        })
+}
+
+/// `call` on `id`, nothing else to judge: refused in safe mode when the id was destroyed.
+fn id_call(call: &str, id: *mut rdma_cm_id, ret: usize, real: impl FnOnce() -> i32) -> i32 {
+    if CONFIG.mode != Mode::Off && id_refused(call, id, ret) {
+        return -1;
+    }
+    real()
+}
+
+/// rdma_create_id(3), interposed: the new id is known from here on.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut libc::c_void,
+    ps: u32,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::create_id() else {
+        return missing();
+    };
+    if CONFIG.mode == Mode::Off {
+        // SAFETY: passed on as given.
+        return unsafe { real(channel, id, context, ps) };
+    }
+    if channel_refused("rdma_create_id", channel, ret) {
+        return -1;
+    }
+    // SAFETY: passed on as given.
+    let rc = unsafe { real(channel, id, context, ps) };
+    if rc == 0 && !id.is_null() {
+        // SAFETY: librdmacm stored the new id there.
+        let new = unsafe { *id } as usize;
+        quietly(|| {
+            let caller = whereis::caller_at(ret);
+            with_state(|s| s.id_created(new, caller));
+        });
+    }
+    rc
+}
+
+/// rdma_create_ep(3), interposed: the new id is known from here on.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn create_ep(
+    id: *mut *mut rdma_cm_id,
+    res: *mut libc::c_void,
+    pd: *mut libc::c_void,
+    qp_init_attr: *mut libc::c_void,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::create_ep() else {
+        return missing();
+    };
+    // SAFETY: passed on as given.
+    let rc = unsafe { real(id, res, pd, qp_init_attr) };
+    if CONFIG.mode != Mode::Off && rc == 0 && !id.is_null() {
+        // SAFETY: librdmacm stored the new id there.
+        let new = unsafe { *id } as usize;
+        quietly(|| {
+            let caller = whereis::caller_at(ret);
+            with_state(|s| s.id_created(new, caller));
+        });
+    }
+    rc
+}
+
+/// rdma_create_event_channel(3), interposed: the new channel is known from here on.
+///
+/// # Safety
+/// As librdmacm's own function.
+pub unsafe extern "C-unwind" fn create_channel(ret: usize) -> *mut rdma_event_channel {
+    let Some(real) = real::create_channel() else {
+        set_errno(libc::ENOSYS);
+        return std::ptr::null_mut();
+    };
+    // SAFETY: no arguments.
+    let channel = unsafe { real() };
+    if CONFIG.mode != Mode::Off && !channel.is_null() {
+        quietly(|| {
+            let caller = whereis::caller_at(ret);
+            with_state(|s| s.channel_created(channel as usize, caller));
+        });
+    }
+    channel
+}
+
+/// rdma_accept(3), interposed.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn accept(
+    id: *mut rdma_cm_id,
+    param: *mut rdma_conn_param,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::accept() else {
+        return missing();
+    };
+    // SAFETY: passed on as given.
+    id_call("rdma_accept", id, ret, || unsafe { real(id, param) })
+}
+
+/// rdma_connect(3), interposed.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn connect(
+    id: *mut rdma_cm_id,
+    param: *mut rdma_conn_param,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::connect() else {
+        return missing();
+    };
+    // SAFETY: passed on as given.
+    id_call("rdma_connect", id, ret, || unsafe { real(id, param) })
+}
+
+/// rdma_reject(3), interposed: a rejected request's id must still be destroyed.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn reject(
+    id: *mut rdma_cm_id,
+    private_data: *const libc::c_void,
+    len: u8,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::reject() else {
+        return missing();
+    };
+    if CONFIG.mode == Mode::Off {
+        // SAFETY: passed on as given.
+        return unsafe { real(id, private_data, len) };
+    }
+    if id_refused("rdma_reject", id, ret) {
+        return -1;
+    }
+    // SAFETY: passed on as given.
+    let rc = unsafe { real(id, private_data, len) };
+    if rc == 0 && !id.is_null() {
+        quietly(|| {
+            let caller = whereis::caller_at(ret);
+            with_state(|s| s.rejected(id as usize, caller));
+        });
+    }
+    rc
+}
+
+/// rdma_disconnect(3), interposed.
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn disconnect(id: *mut rdma_cm_id, ret: usize) -> i32 {
+    let Some(real) = real::disconnect() else {
+        return missing();
+    };
+    // SAFETY: passed on as given.
+    id_call("rdma_disconnect", id, ret, || unsafe { real(id) })
+}

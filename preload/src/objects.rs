@@ -1,0 +1,285 @@
+//! The lifecycles of cm_ids and event channels: which the program destroyed (so a later call on
+//! one is named before librdmacm reads freed memory), which are alive (counted at exit), and ids
+//! of connection requests that were rejected and never destroyed (each keeps a kernel cm_id).
+//!
+//! Only objects whose creation the preload saw are judged: a pointer librdmacm freed can come back
+//! from malloc as a new id or channel, and every way one is made (rdma_create_id,
+//! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
+/// the check (and its lock).
+pub static ANY_CHANNEL_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
+pub const GONE_CAP: usize = 4096;
+
+/// Pointers destroyed lately, oldest first.
+#[derive(Default)]
+struct Gone {
+    set: HashSet<usize>,
+    order: VecDeque<usize>,
+}
+
+impl Gone {
+    fn insert(&mut self, p: usize) {
+        if self.set.insert(p) {
+            self.order.push_back(p);
+        }
+        while self.order.len() > GONE_CAP {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    /// Made anew: no longer destroyed. The order entry stays until it ages out (the set rules).
+    fn remove(&mut self, p: usize) {
+        self.set.remove(&p);
+    }
+
+    fn contains(&self, p: usize) -> bool {
+        self.set.contains(&p)
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Id {
+    /// Made by librdmacm for itself (rsockets, rdma_create_ep's probes): not counted at exit.
+    internal: bool,
+    /// A CONNECT_REQUEST's new id.
+    from_request: bool,
+    rejected: bool,
+}
+
+/// What is left at exit, the program's own objects only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leftover {
+    pub ids: usize,
+    pub rejected: usize,
+    pub channels: usize,
+}
+
+pub struct Objects {
+    ids: HashMap<usize, Id>,
+    channels: HashMap<usize, bool>,
+    gone_ids: Gone,
+    gone_channels: Gone,
+    /// Rejected request ids not destroyed yet.
+    rejected: usize,
+    /// The count at which the next rejected-id finding is due.
+    next_rejected_finding: usize,
+    threshold: usize,
+}
+
+impl Objects {
+    /// `threshold`: rejected ids alive at once that make a finding (and every multiple of it).
+    pub fn new(threshold: usize) -> Objects {
+        let threshold = threshold.max(1);
+        Objects {
+            ids: HashMap::new(),
+            channels: HashMap::new(),
+            gone_ids: Gone::default(),
+            gone_channels: Gone::default(),
+            rejected: 0,
+            next_rejected_finding: threshold,
+            threshold,
+        }
+    }
+
+    pub fn id_created(&mut self, id: usize, internal: bool, from_request: bool) {
+        self.gone_ids.remove(id);
+        if let Some(old) = self.ids.insert(
+            id,
+            Id {
+                internal,
+                from_request,
+                rejected: false,
+            },
+        ) {
+            // Never destroyed through us, yet made again: it was freed behind our back.
+            self.forget_rejected(old);
+        }
+    }
+
+    /// `id` came in an event: it is alive, whoever made it (made unseen: not counted at exit).
+    pub fn id_seen(&mut self, id: usize) {
+        if id != 0 && !self.ids.contains_key(&id) {
+            self.id_created(id, true, false);
+        }
+    }
+
+    pub fn id_destroyed(&mut self, id: usize) {
+        if let Some(old) = self.ids.remove(&id) {
+            self.forget_rejected(old);
+            self.gone_ids.insert(id);
+        }
+    }
+
+    fn forget_rejected(&mut self, old: Id) {
+        if old.rejected {
+            self.rejected -= 1;
+            if self.rejected + self.threshold < self.next_rejected_finding {
+                self.next_rejected_finding -= self.threshold;
+            }
+        }
+    }
+
+    /// True when the program destroyed `id` and nothing made it again since.
+    pub fn id_gone(&self, id: usize) -> bool {
+        self.gone_ids.contains(id)
+    }
+
+    /// rdma_reject of `id`. Some(count of rejected ids alive) when that count just reached the
+    /// threshold or a multiple of it.
+    pub fn id_rejected(&mut self, id: usize) -> Option<usize> {
+        let e = self.ids.get_mut(&id)?;
+        if !e.from_request || e.rejected {
+            return None;
+        }
+        e.rejected = true;
+        self.rejected += 1;
+        if self.rejected >= self.next_rejected_finding {
+            self.next_rejected_finding += self.threshold;
+            return Some(self.rejected);
+        }
+        None
+    }
+
+    pub fn channel_created(&mut self, channel: usize, internal: bool) {
+        self.gone_channels.remove(channel);
+        self.channels.insert(channel, internal);
+    }
+
+    pub fn channel_destroyed(&mut self, channel: usize) {
+        if self.channels.remove(&channel).is_some() {
+            self.gone_channels.insert(channel);
+            ANY_CHANNEL_GONE.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True when the program destroyed `channel` and nothing made it again since.
+    pub fn channel_gone(&self, channel: usize) -> bool {
+        self.gone_channels.contains(channel)
+    }
+
+    pub fn leftover(&self) -> Leftover {
+        let mine = self.ids.values().filter(|i| !i.internal);
+        Leftover {
+            ids: mine.clone().count(),
+            rejected: mine.filter(|i| i.rejected).count(),
+            channels: self
+                .channels
+                .values()
+                .filter(|&&internal| !internal)
+                .count(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_destroyed_id_is_gone_until_made_again() {
+        let mut o = Objects::new(64);
+        o.id_created(0x10, false, false);
+        assert!(!o.id_gone(0x10));
+        o.id_destroyed(0x10);
+        assert!(o.id_gone(0x10));
+        o.id_created(0x10, false, true);
+        assert!(!o.id_gone(0x10));
+        // An id whose creation was never seen is never judged.
+        o.id_destroyed(0x20);
+        assert!(!o.id_gone(0x20));
+        // An id that comes in an event is alive, whoever made it.
+        o.id_destroyed(0x10);
+        o.id_seen(0x10);
+        assert!(!o.id_gone(0x10));
+        assert_eq!(
+            o.leftover().ids,
+            0,
+            "an id made unseen is not counted at exit"
+        );
+    }
+
+    #[test]
+    fn a_destroyed_channel_is_gone_until_made_again() {
+        let mut o = Objects::new(64);
+        o.channel_created(0x30, false);
+        o.channel_destroyed(0x30);
+        assert!(o.channel_gone(0x30));
+        o.channel_created(0x30, false);
+        assert!(!o.channel_gone(0x30));
+        assert_eq!(o.leftover().channels, 1);
+    }
+
+    #[test]
+    fn destroyed_pointers_are_remembered_up_to_the_cap() {
+        let mut o = Objects::new(64);
+        for p in 1..=GONE_CAP + 10 {
+            o.id_created(p, false, false);
+            o.id_destroyed(p);
+        }
+        assert!(!o.id_gone(1), "the oldest are forgotten");
+        assert!(!o.id_gone(10));
+        assert!(o.id_gone(11));
+        assert!(o.id_gone(GONE_CAP + 10));
+        assert_eq!(o.gone_ids.set.len(), GONE_CAP);
+        assert_eq!(o.gone_ids.order.len(), GONE_CAP);
+    }
+
+    #[test]
+    fn rejected_ids_make_a_finding_at_each_multiple_of_the_threshold() {
+        let mut o = Objects::new(3);
+        let mut due = Vec::new();
+        for id in 1..=7 {
+            o.id_created(id, false, true);
+            due.push(o.id_rejected(id));
+        }
+        assert_eq!(due, [None, None, Some(3), None, None, Some(6), None]);
+        // Rejecting twice, or an id that is not a request's, counts nothing.
+        assert_eq!(o.id_rejected(7), None);
+        o.id_created(100, false, false);
+        assert_eq!(o.id_rejected(100), None);
+        assert_eq!(
+            o.leftover(),
+            Leftover {
+                ids: 8,
+                rejected: 7,
+                channels: 0
+            }
+        );
+        // Destroying them brings the count down; the threshold is due again when it climbs back.
+        for id in 1..=7 {
+            o.id_destroyed(id);
+        }
+        assert_eq!(o.leftover().rejected, 0);
+        let again: Vec<_> = (200..203)
+            .map(|id| {
+                o.id_created(id, false, true);
+                o.id_rejected(id)
+            })
+            .collect();
+        assert_eq!(again, [None, None, Some(3)]);
+    }
+
+    #[test]
+    fn internal_objects_are_not_counted_at_exit() {
+        let mut o = Objects::new(64);
+        o.id_created(1, true, false);
+        o.channel_created(2, true);
+        o.id_created(3, false, false);
+        assert_eq!(
+            o.leftover(),
+            Leftover {
+                ids: 1,
+                rejected: 0,
+                channels: 0
+            }
+        );
+    }
+}
