@@ -208,7 +208,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
-        misuse_qp_then_destroy
+        misuse_qp_then_destroy misuse_cq_destroy_with_unacked misuse_cq_wrong_ack \
+        misuse_cq_over_ack misuse_cq_never_acked
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
