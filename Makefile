@@ -169,7 +169,7 @@ uninstall:
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
-# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's six names.
+# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's nine names.
 abi-check: build preload
 	c-tests/check-abi
 
