@@ -251,3 +251,72 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
     crate::quietly(|| cq::with_cqs(|q| q.destroyed(cq as usize, rc)));
     rc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cq(got: u64, acked: u64, threads: &[i32]) -> Cq {
+        let mut c = Cq {
+            got,
+            acked,
+            ..Cq::default()
+        };
+        c.threads[..threads.len()].copy_from_slice(threads);
+        c.nthreads = threads.len();
+        c
+    }
+
+    // CMSAFE_MODE is not set under cargo test: audit's sentences.
+    #[test]
+    fn destroy_sentences_name_counts_and_threads() {
+        let (kind, msg) = destroy_message(
+            0xa000,
+            &DestroyIssue::Unacked(cq(3, 1, &[7, 8])),
+            "f+0x10".to_string(),
+        );
+        assert_eq!(kind, Kind::CqDestroyWithUnacked);
+        assert_eq!(
+            msg,
+            "ibv_destroy_cq will wait forever for these 2 unacked completion events of cq 0xa000 (got 3, acked 1; got by threads 7, 8, the last at f+0x10)"
+        );
+        let (kind, msg) = destroy_message(
+            0xa000,
+            &DestroyIssue::OverAcked(cq(1, 3, &[7])),
+            String::new(),
+        );
+        assert_eq!(kind, Kind::CqOverAck);
+        assert!(
+            msg.contains("will wait forever: 3 acked for 1 got"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn ack_sentences_name_both_cqs() {
+        let issue = AckIssue::WrongCq {
+            before: cq(0, 0, &[]),
+            n: 1,
+            other: 0xa000,
+            other_owed: 2,
+        };
+        let (kind, msg) = ack_message(0xb000, 1, 1, &issue);
+        assert_eq!(kind, Kind::CqAckWrongCq);
+        assert!(
+            msg.starts_with("ibv_ack_cq_events(cq 0xb000, 1) but this CQ has 0 unacked events (got 0, acked 0), while cq 0xa000 on the same completion channel has 2 unacked"),
+            "{msg}"
+        );
+        let over = AckIssue::OverAck {
+            before: cq(1, 0, &[7]),
+            n: 2,
+        };
+        let (kind, msg) = ack_message(0xb000, 2, 2, &over);
+        assert_eq!(kind, Kind::CqOverAck);
+        assert!(
+            msg.contains("acks more than was got: 1 got from this CQ, 0 acked before"),
+            "{msg}"
+        );
+        let (kind, _) = ack_message(0xb000, 1, 1, &AckIssue::AfterDestroy { prepaid: 0 });
+        assert_eq!(kind, Kind::CqAckAfterDestroy);
+    }
+}
