@@ -197,9 +197,10 @@ $(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
 
-# --- Preload tests: programs on RAW librdmacm that model unmodified applications, run with and
-# without libcmsafe_preload.so by scripts/preload-misuse-tests (in the guest). No sanitizers (ASan
-# and an LD_PRELOAD library do not mix) and no cmsafe: they must not depend on it.
+# --- Preload tests: programs on RAW librdmacm (and libibverbs' completion events: misuse_cq_*)
+# that model unmodified applications, run with and without libcmsafe_preload.so by
+# scripts/preload-misuse-tests (in the guest). No sanitizers (ASan and an LD_PRELOAD library do
+# not mix) and no cmsafe: they must not depend on it.
 PRELOAD_TESTS       := target/preload-tests
 PRELOAD_TEST_FLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Ic-tests
 PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
@@ -231,8 +232,9 @@ $(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c 
 preload-tests: $(PRELOAD_TEST_BINS)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
-# safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw, qperf,
-# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it.
+# safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
+# without -e, qperf, fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against
+# runs without it.
 preload-test: preload preload-tests
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
