@@ -210,7 +210,7 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
         misuse_qp_then_destroy misuse_cq_destroy_with_unacked misuse_cq_wrong_ack \
-        misuse_cq_over_ack misuse_cq_never_acked
+        misuse_cq_over_ack misuse_cq_never_acked preload_cq_loop
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
@@ -312,15 +312,16 @@ $(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
 .PHONY: syscall-bench syscall-test
 
 # System calls per event, raw against the API and the preload, counted under strace in the guest
-# (scripts/syscall-count): the table with each target, in bench/results/syscalls.md.
-syscall-bench: $(BENCH)/syscall_loop preload
+# (scripts/syscall-count), CM events and completion events: the table with each target, in
+# bench/results/syscalls.md.
+syscall-bench: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 	@mkdir -p bench/results
 	{ echo "## System calls per event (guest: \`scripts/rxe-vm -- scripts/syscall-count --events 400\`)"; \
 	  echo; $(RXE_VM) -- scripts/syscall-count --events 400; } | tee bench/results/syscalls.md
 
 # The same count in `make test` (200 events: a count per event does not depend on how many):
 # every API row must be exactly on its budget.
-syscall-test: $(BENCH)/syscall_loop preload
+syscall-test: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 	$(RXE_VM) -- scripts/syscall-count --events 200 --check
 
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.

@@ -84,7 +84,8 @@ void raw_cq_pair_connect(struct raw_cq_pair *p, unsigned short port, int ncq);
 
 /* One completion event: arms cqs[0] (ibv_req_notify_cq), sends a signalled zero-length message
  * from the client to a receive the server posts, and fetches the event with ibv_get_cq_event,
- * required to come from cqs[0]; polls the completion off. Returns that CQ, its event NOT acked. */
+ * required to come from cqs[0]; polls both completions off (the send's and the server's
+ * receive's). Returns that CQ, its event NOT acked. */
 struct ibv_cq *raw_cq_event(struct raw_cq_pair *p);
 
 /* raw_cq_pair_connect, then raw_cq_event in the calling thread, printing "main thread <tid>" and
