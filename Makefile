@@ -169,7 +169,7 @@ uninstall:
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
-# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's six names.
+# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's nine names.
 abi-check: build preload
 	c-tests/check-abi
 
@@ -197,9 +197,10 @@ $(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
 
-# --- Preload tests: programs on RAW librdmacm that model unmodified applications, run with and
-# without libcmsafe_preload.so by scripts/preload-misuse-tests (in the guest). No sanitizers (ASan
-# and an LD_PRELOAD library do not mix) and no cmsafe: they must not depend on it.
+# --- Preload tests: programs on RAW librdmacm (and libibverbs' completion events: misuse_cq_*)
+# that model unmodified applications, run with and without libcmsafe_preload.so by
+# scripts/preload-misuse-tests (in the guest). No sanitizers (ASan and an LD_PRELOAD library do
+# not mix) and no cmsafe: they must not depend on it.
 PRELOAD_TESTS       := target/preload-tests
 PRELOAD_TEST_FLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Ic-tests
 PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
@@ -209,7 +210,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
         misuse_qp_then_destroy soak_events misuse_destroyed_channel \
-        misuse_destroyed_id misuse_rejected_not_destroyed
+        misuse_destroyed_id misuse_rejected_not_destroyed misuse_cq_destroy_with_unacked \
+        misuse_cq_wrong_ack misuse_cq_over_ack misuse_cq_never_acked preload_cq_loop
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
@@ -231,9 +233,9 @@ $(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c 
 preload-tests: $(PRELOAD_TEST_BINS)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
-# safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw, qperf,
-# fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against runs without it; and
-# the cancelled-read race.
+# safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
+# without -e, qperf, fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against
+# runs without it; and the cancelled-read race.
 preload-test: preload preload-tests
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
@@ -348,15 +350,16 @@ $(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
 .PHONY: syscall-bench syscall-test
 
 # System calls per event, raw against the API and the preload, counted under strace in the guest
-# (scripts/syscall-count): the table with each target, in bench/results/syscalls.md.
-syscall-bench: $(BENCH)/syscall_loop preload
+# (scripts/syscall-count), CM events and completion events: the table with each target, in
+# bench/results/syscalls.md.
+syscall-bench: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 	@mkdir -p bench/results
 	{ echo "## System calls per event (guest: \`scripts/rxe-vm -- scripts/syscall-count --events 400\`)"; \
 	  echo; $(RXE_VM) -- scripts/syscall-count --events 400; } | tee bench/results/syscalls.md
 
 # The same count in `make test` (200 events: a count per event does not depend on how many):
 # every API row must be exactly on its budget.
-syscall-test: $(BENCH)/syscall_loop preload
+syscall-test: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 	$(RXE_VM) -- scripts/syscall-count --events 200 --check
 
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.

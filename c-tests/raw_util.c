@@ -109,12 +109,25 @@ void raw_reject(struct rdma_cm_id *id)
     REQUIRE(rdma_reject(id, NULL, 0) == 0, "rdma_reject: %s", strerror(errno));
 }
 
+static void default_client_qp(struct rdma_cm_id *client, void *arg)
+{
+    (void)arg;
+    raw_create_qp(client);
+}
+
 void raw_pair_connect(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held)
+{
+    raw_pair_connect_qp(p, port, held, default_client_qp, NULL);
+}
+
+void raw_pair_connect_qp(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held,
+                         void (*client_qp)(struct rdma_cm_id *client, void *arg), void *arg)
 {
     p->sch = raw_channel();
     p->cch = raw_channel();
     p->listen = raw_listen(p->sch, port);
-    p->client = raw_client(p->cch, port, 1);                      /* seq 1, 2 */
+    p->client = raw_client(p->cch, port, 0);                      /* seq 1, 2 */
+    client_qp(p->client, arg);
     raw_connect(p->client, RAW_TOKEN, sizeof RAW_TOKEN);
 
     struct rdma_cm_event *req = raw_get(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST); /* seq 3 */
@@ -165,4 +178,80 @@ struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short
     struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
     REQUIRE(poll(&pfd, 1, 5000) == 1, "no event queued on the channel after 5 s");
     return id;
+}
+
+static void cq_client_qp(struct rdma_cm_id *client, void *arg)
+{
+    struct raw_cq_pair *p = arg;
+    p->cc = ibv_create_comp_channel(client->verbs);
+    REQUIRE(p->cc, "ibv_create_comp_channel: %s", strerror(errno));
+    for (int i = 0; i < p->ncq; i++) {
+        p->cqs[i] = ibv_create_cq(client->verbs, 8, NULL, p->cc, 0);
+        REQUIRE(p->cqs[i], "ibv_create_cq: %s", strerror(errno));
+    }
+    struct ibv_qp_init_attr attr = {
+        .send_cq = p->cqs[0],
+        .recv_cq = p->cqs[p->ncq - 1],
+        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    REQUIRE(rdma_create_qp(client, NULL, &attr) == 0, "rdma_create_qp: %s", strerror(errno));
+}
+
+void raw_cq_pair_connect(struct raw_cq_pair *p, unsigned short port, int ncq)
+{
+    REQUIRE(ncq >= 1 && ncq <= 2, "ncq %d: 1 or 2", ncq);
+    p->ncq = ncq;
+    raw_pair_connect_qp(&p->pair, port, NULL, cq_client_qp, p);
+}
+
+/* One successful completion of work request `wr_id` polled off `cq`, within 5 s. */
+static void poll_one(struct ibv_cq *cq, uint64_t wr_id)
+{
+    struct ibv_wc wc;
+    int n = 0;
+    for (int tries = 0; tries < 5000 && n == 0; tries++) {
+        n = ibv_poll_cq(cq, 1, &wc);
+        if (n == 0)
+            usleep(1000);
+    }
+    REQUIRE(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == wr_id,
+            "ibv_poll_cq: %d completions, status %s", n, n == 1 ? ibv_wc_status_str(wc.status) : "-");
+}
+
+struct ibv_cq *raw_cq_event(struct raw_cq_pair *p)
+{
+    struct ibv_recv_wr rwr = {.wr_id = 1}, *bad_rwr = NULL;
+    REQUIRE(ibv_post_recv(p->pair.child->qp, &rwr, &bad_rwr) == 0, "ibv_post_recv failed");
+    REQUIRE(ibv_req_notify_cq(p->cqs[0], 0) == 0, "ibv_req_notify_cq failed");
+    struct ibv_send_wr swr = {.wr_id = 2, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+    struct ibv_send_wr *bad_swr = NULL;
+    REQUIRE(ibv_post_send(p->pair.client->qp, &swr, &bad_swr) == 0, "ibv_post_send failed");
+    struct ibv_cq *cq = NULL;
+    void *ctx = NULL;
+    REQUIRE(ibv_get_cq_event(p->cc, &cq, &ctx) == 0, "ibv_get_cq_event: %s", strerror(errno));
+    REQUIRE(cq == p->cqs[0], "the event came from cq %p, not the send CQ %p", (void *)cq,
+            (void *)p->cqs[0]);
+    poll_one(cq, 2);
+    /* The receive's completion too, so that the server's CQ never overflows in a loop. */
+    poll_one(p->pair.child->recv_cq, 1);
+    return cq;
+}
+
+struct ibv_cq *raw_cq_main_event(struct raw_cq_pair *p, unsigned short port, int ncq)
+{
+    raw_cq_pair_connect(p, port, ncq); /* CM seq 1..5 */
+    printf("main thread %d\n", gettid());
+    struct ibv_cq *cq = raw_cq_event(p);
+    printf("cq %p\n", (void *)cq);
+    fflush(stdout);
+    return cq;
+}
+
+void raw_destroy_cq(struct ibv_cq *cq, const char *name)
+{
+    STEP("calling ibv_destroy_cq(%s)", name);
+    int rc = ibv_destroy_cq(cq);
+    STEP("ibv_destroy_cq(%s) returned %d", name, rc);
+    CHECK_EQ_INT(rc, 0);
 }

@@ -67,6 +67,35 @@ struct raw_pair {
 };
 void raw_pair_connect(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held);
 
+/* The same, with the client's QP made by `client_qp(client, arg)` instead of raw_create_qp. */
+void raw_pair_connect_qp(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held,
+                         void (*client_qp)(struct rdma_cm_id *client, void *arg), void *arg);
+
+/* Completion events for the CQ misuse programs: a connected pair (raw_pair_connect's events,
+ * seq 1..5) whose client QP sends on cqs[0] and receives on cqs[ncq - 1]: `ncq` (1 or 2) CQs of
+ * the client's device, all on the one completion channel `cc`. */
+struct raw_cq_pair {
+    struct raw_pair pair;
+    struct ibv_comp_channel *cc;
+    struct ibv_cq *cqs[2];
+    int ncq;
+};
+void raw_cq_pair_connect(struct raw_cq_pair *p, unsigned short port, int ncq);
+
+/* One completion event: arms cqs[0] (ibv_req_notify_cq), sends a signalled zero-length message
+ * from the client to a receive the server posts, and fetches the event with ibv_get_cq_event,
+ * required to come from cqs[0]; polls both completions off (the send's and the server's
+ * receive's). Returns that CQ, its event NOT acked. */
+struct ibv_cq *raw_cq_event(struct raw_cq_pair *p);
+
+/* raw_cq_pair_connect, then raw_cq_event in the calling thread, printing "main thread <tid>" and
+ * "cq <the event's CQ>" on stdout for the runner to check the findings against. */
+struct ibv_cq *raw_cq_main_event(struct raw_cq_pair *p, unsigned short port, int ncq);
+
+/* ibv_destroy_cq(cq) between the lines "step: calling ibv_destroy_cq(NAME)" and
+ * "step: ibv_destroy_cq(NAME) returned RC"; checked to return 0. */
+void raw_destroy_cq(struct ibv_cq *cq, const char *name);
+
 /* Prints `len` bytes as text on stdout after `label`: printable bytes as they are, others as
  * '.'. Used by the use-after-ack program to show what it read. */
 void raw_print_bytes(const char *label, const void *data, size_t len);

@@ -4,6 +4,8 @@
 //! every event cost more than the rest of the preload's work together. Elsewhere the
 //! implementation walks the stack itself (return address 0).
 
+use std::ffi::{c_uint, c_void};
+
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 /// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
@@ -13,7 +15,7 @@ macro_rules! entry {
         $(#[$doc])*
         ///
         /// # Safety
-        /// As librdmacm's own function: the arguments are what its man page asks for.
+        /// As the wrapped library's own function: the arguments are what its man page asks for.
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         #[no_mangle]
@@ -24,7 +26,7 @@ macro_rules! entry {
         $(#[$doc])*
         ///
         /// # Safety
-        /// As librdmacm's own function: the arguments are what its man page asks for.
+        /// As the wrapped library's own function: the arguments are what its man page asks for.
         #[cfg(not(target_arch = "x86_64"))]
         #[no_mangle]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
@@ -102,4 +104,17 @@ entry!(
 entry!(
     /// rdma_disconnect(3), interposed.
     rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi"
+);
+entry!(
+    /// ibv_get_cq_event(3), interposed.
+    ibv_get_cq_event(channel: *mut c_void, cq: *mut *mut c_void, cq_context: *mut *mut c_void) -> i32,
+    crate::verbs::get_cq_event, "rcx"
+);
+entry!(
+    /// ibv_ack_cq_events(3), interposed.
+    ibv_ack_cq_events(cq: *mut c_void, nevents: c_uint), crate::verbs::ack_cq_events, "rdx"
+);
+entry!(
+    /// ibv_destroy_cq(3), interposed.
+    ibv_destroy_cq(cq: *mut c_void) -> i32, crate::verbs::destroy_cq, "rsi"
 );

@@ -16,6 +16,11 @@ pub enum Kind {
     UseAfterDestroyId,
     UseAfterDestroyChannel,
     RejectedIdNeverDestroyed,
+    CqDestroyWithUnacked,
+    CqAckWrongCq,
+    CqOverAck,
+    CqNeverAcked,
+    CqAckAfterDestroy,
 }
 
 impl Kind {
@@ -35,12 +40,18 @@ impl Kind {
             Kind::UseAfterDestroyId => "use-after-destroy-id",
             Kind::UseAfterDestroyChannel => "use-after-destroy-channel",
             Kind::RejectedIdNeverDestroyed => "rejected-id-never-destroyed",
+            Kind::CqDestroyWithUnacked => "cq-destroy-with-unacked",
+            Kind::CqAckWrongCq => "cq-ack-wrong-cq",
+            Kind::CqOverAck => "cq-over-ack",
+            Kind::CqNeverAcked => "cq-never-acked",
+            Kind::CqAckAfterDestroy => "cq-ack-after-destroy",
         }
     }
 }
 
 /// One finding: the event it is about (seq 0 when none, e.g. a foreign ack), the thread that
-/// misused it, where, and a sentence for people.
+/// misused it, where, and a sentence for people. Completion-queue findings (`cq-*`) have seq 0,
+/// type COMPLETION and the CQ as `id`.
 #[derive(Clone, Debug)]
 pub struct Finding {
     pub kind: Kind,

@@ -2,14 +2,19 @@
 //!
 //! It interposes rdma_get_cm_event and rdma_ack_cm_event, and, to judge how events are used,
 //! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp; to judge
-//! the lifecycles of ids and channels, rdma_create_id, rdma_create_event_channel, rdma_accept,
-//! rdma_connect, rdma_reject and rdma_disconnect (ids.rs). Nothing else is exported. CMSAFE_MODE chooses:
+//! the lifecycles of ids and channels, rdma_create_id, rdma_create_ep, rdma_create_event_channel,
+//! rdma_accept, rdma_connect, rdma_reject and rdma_disconnect (ids.rs, objects.rs); and
+//! libibverbs' ibv_get_cq_event, ibv_ack_cq_events and ibv_destroy_cq, to count each CQ's
+//! completion events got and acked (verbs.rs, cq.rs). Nothing else is exported. CMSAFE_MODE
+//! chooses:
 //! - `audit` (default): the program sees the same events and the same ack timing; every misuse is
 //!   reported (see `findings`). Copies live on guarded pages so reads after the ack are caught.
 //! - `safe`: librdmacm's event is acked at once and the program gets cmsafe's copy, which stays
 //!   valid after the program's ack until the id is destroyed (or 4096 newer acks pushed it out),
 //!   so ack-then-read code reads the right bytes and rdma_destroy_id never waits on a forgotten
-//!   event. Findings are still reported.
+//!   event; ibv_destroy_cq acks the completion events the program still owes, and acks libibverbs
+//!   must not see (beyond the events got, or of a destroyed CQ) are kept from it. Findings are
+//!   still reported.
 //! - `off`: every call passes through untouched.
 //!
 //! Each wrapper resolves the real function lazily, wherever librdmacm is loaded (real.rs), keeps
@@ -18,6 +23,7 @@
 
 mod cancel;
 mod config;
+mod cq;
 mod entry;
 mod findings;
 mod guard;
@@ -30,6 +36,7 @@ mod record;
 mod report;
 mod sync;
 mod track;
+mod verbs;
 mod watch;
 mod whereis;
 

@@ -2,12 +2,14 @@
 
 use std::sync::Once;
 
+use crate::cq::CQS;
 use crate::track::STATE;
 use crate::watch::WATCH;
 
 static REGISTER: Once = Once::new();
 
-/// Registers the exit and fork handlers, once, the first time the program touches librdmacm.
+/// Registers the exit and fork handlers, once, the first time the program touches librdmacm or
+/// a completion event.
 pub fn register() {
     REGISTER.call_once(|| {
         // SAFETY: registering plain extern "C" functions with no arguments.
@@ -24,9 +26,11 @@ pub fn register() {
 
 extern "C" fn at_exit() {
     crate::quietly(|| {
+        // The CQ counts first: their never-acked findings go into the tracker's summary.
+        let cq_line = crate::cq::at_exit();
         let summary = {
             let mut guard = STATE.lock();
-            guard.as_mut().and_then(|s| s.finish())
+            guard.as_mut().and_then(|s| s.finish(cq_line))
         };
         if let Some(s) = summary {
             eprint!("{s}");
@@ -34,23 +38,27 @@ extern "C" fn at_exit() {
     });
 }
 
-// Both locks are taken before the fork, so the child never inherits one held by a thread it
-// does not have. Nothing holds both at once otherwise, so the order cannot deadlock.
+// All three locks are taken before the fork, so the child never inherits one held by a thread
+// it does not have. Nothing holds two at once otherwise, so the order cannot deadlock.
 extern "C" fn before_fork() {
     WATCH.lock_for_fork();
     STATE.lock_for_fork();
+    CQS.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    CQS.unlock_after_fork();
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
 }
 
 extern "C" fn after_fork_child() {
+    CQS.unlock_after_fork();
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
     crate::whereis::forget_thread_id();
     crate::watch::after_fork_in_child();
+    crate::cq::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();
     }

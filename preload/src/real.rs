@@ -1,6 +1,6 @@
-//! librdmacm's own functions, found behind ours: resolved lazily from whichever wrapper runs
-//! first (another library's constructor may call one before we are initialized), and found
-//! however the program loaded librdmacm:
+//! librdmacm's (and libibverbs') own functions, found behind ours: resolved lazily from whichever
+//! wrapper runs first (another library's constructor may call one before we are initialized),
+//! and found however the program loaded the library:
 //! - linked, or dlopen'ed RTLD_GLOBAL: `dlvsym(RTLD_NEXT, …)` finds it;
 //! - dlopen'ed RTLD_LOCAL by a plugin (UCX loads its rdmacm transport so): it is in no global
 //!   scope, so RTLD_NEXT misses it; the loaded object itself is then asked for the symbol.
@@ -39,6 +39,14 @@ pub type CreateChannel = unsafe extern "C-unwind" fn() -> *mut rdma_event_channe
 pub type ConnParamCall = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut rdma_conn_param) -> i32;
 pub type Reject = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *const libc::c_void, u8) -> i32;
 pub type Disconnect = unsafe extern "C-unwind" fn(*mut rdma_cm_id) -> i32;
+// libibverbs' (verbs.h): the CQ and channel stay opaque here.
+pub type GetCqEvent = unsafe extern "C-unwind" fn(
+    *mut libc::c_void,
+    *mut *mut libc::c_void,
+    *mut *mut libc::c_void,
+) -> i32;
+pub type AckCqEvents = unsafe extern "C-unwind" fn(*mut libc::c_void, libc::c_uint);
+pub type DestroyCq = unsafe extern "C-unwind" fn(*mut libc::c_void) -> i32;
 
 /// A shared library whose functions the preload wraps.
 pub struct Library {
@@ -54,6 +62,15 @@ pub const LIBRDMACM: Library = Library {
     sonames: &[c"librdmacm.so.1"],
     stem: "librdmacm.so",
     version: c"RDMACM_1.0",
+};
+
+/// libibverbs: its CQ calls exist as IBVERBS_1.1 (the default, with today's struct ibv_cq) and as
+/// IBVERBS_1.0 compatibility versions taking the old structures; the 1.1 ones are the real
+/// functions behind ours.
+pub const LIBIBVERBS: Library = Library {
+    sonames: &[c"libibverbs.so.1"],
+    stem: "libibverbs.so",
+    version: c"IBVERBS_1.1",
 };
 
 /// The base address of the object that holds `addr`, and its file name.
@@ -182,8 +199,8 @@ macro_rules! real {
         pub fn $fn_name() -> Option<$ty> {
             static CELL: AtomicUsize = AtomicUsize::new(0);
             let addr = cached(&CELL, &$lib, $sym);
-            // SAFETY: a non-zero address the dynamic linker returned for this name has this
-            // signature (rdma_cma.h).
+            // SAFETY: a non-zero address the dynamic linker returned for this name (at the
+            // library's version) has this signature (rdma_cma.h, verbs.h).
             (addr != 0).then(|| unsafe { std::mem::transmute::<usize, $ty>(addr) })
         }
     };
@@ -212,3 +229,6 @@ real!(accept, ConnParamCall, LIBRDMACM, c"rdma_accept");
 real!(connect, ConnParamCall, LIBRDMACM, c"rdma_connect");
 real!(reject, Reject, LIBRDMACM, c"rdma_reject");
 real!(disconnect, Disconnect, LIBRDMACM, c"rdma_disconnect");
+real!(get_cq_event, GetCqEvent, LIBIBVERBS, c"ibv_get_cq_event");
+real!(ack_cq_events, AckCqEvents, LIBIBVERBS, c"ibv_ack_cq_events");
+real!(destroy_cq, DestroyCq, LIBIBVERBS, c"ibv_destroy_cq");

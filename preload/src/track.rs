@@ -169,6 +169,11 @@ impl State {
         self.count_finding(f);
     }
 
+    /// A finding made elsewhere (completion-queue events): said, reported and counted.
+    pub fn add_finding(&mut self, f: Finding) {
+        self.add(f);
+    }
+
     fn count_finding(&mut self, f: Finding) {
         match self.findings.iter_mut().find(|(g, _)| g.kind == f.kind) {
             Some((_, n)) => *n += 1,
@@ -657,8 +662,9 @@ impl State {
         self.add(f);
     }
 
-    /// At exit: events never acked, the report's event records, and the summary.
-    pub fn finish(&mut self) -> Option<String> {
+    /// At exit: events never acked, the report's event records, and the summary, with `extra`
+    /// (the completion events' line) after its counts.
+    pub fn finish(&mut self, extra: Option<String>) -> Option<String> {
         let mut leftover: Vec<usize> = self
             .live
             .iter()
@@ -704,6 +710,9 @@ impl State {
             Mode::Off => "off",
         };
         let mut s = report::summary(mode, self.events, &by_type, &self.held, &self.findings);
+        if let Some(line) = extra {
+            s.push_str(&line);
+        }
         if self.cancelled_total > 0 {
             s.push_str(&format!(
                 "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
