@@ -52,6 +52,23 @@ fn id_call(call: &str, id: *mut rdma_cm_id, ret: usize, real: impl FnOnce() -> i
     real()
 }
 
+/// After a call that makes an id (rdma_create_id, rdma_create_ep) returned `rc`: on success the
+/// new id is known from here on.
+///
+/// # Safety
+/// When `rc` is 0 and `id` is not NULL, `*id` is the id librdmacm just stored there.
+unsafe fn note_created(rc: i32, id: *mut *mut rdma_cm_id, ret: usize) {
+    if rc != 0 || id.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let new = unsafe { *id } as usize;
+    quietly(|| {
+        let caller = whereis::caller_at(ret);
+        with_state(|s| s.id_created(new, caller));
+    });
+}
+
 /// rdma_create_id(3), interposed: the new id is known from here on.
 ///
 /// # Safety
@@ -75,14 +92,8 @@ pub unsafe extern "C-unwind" fn create_id(
     }
     // SAFETY: passed on as given.
     let rc = unsafe { real(channel, id, context, ps) };
-    if rc == 0 && !id.is_null() {
-        // SAFETY: librdmacm stored the new id there.
-        let new = unsafe { *id } as usize;
-        quietly(|| {
-            let caller = whereis::caller_at(ret);
-            with_state(|s| s.id_created(new, caller));
-        });
-    }
+    // SAFETY: on success librdmacm stored the new id at `id`.
+    unsafe { note_created(rc, id, ret) };
     rc
 }
 
@@ -102,13 +113,9 @@ pub unsafe extern "C-unwind" fn create_ep(
     };
     // SAFETY: passed on as given.
     let rc = unsafe { real(id, res, pd, qp_init_attr) };
-    if CONFIG.mode != Mode::Off && rc == 0 && !id.is_null() {
-        // SAFETY: librdmacm stored the new id there.
-        let new = unsafe { *id } as usize;
-        quietly(|| {
-            let caller = whereis::caller_at(ret);
-            with_state(|s| s.id_created(new, caller));
-        });
+    if CONFIG.mode != Mode::Off {
+        // SAFETY: on success librdmacm stored the new id at `id`.
+        unsafe { note_created(rc, id, ret) };
     }
     rc
 }
