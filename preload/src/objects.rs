@@ -6,7 +6,7 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
@@ -16,21 +16,28 @@ pub static ANY_CHANNEL_GONE: AtomicBool = AtomicBool::new(false);
 /// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
 pub const GONE_CAP: usize = 4096;
 
-/// Pointers destroyed lately, oldest first.
+/// Pointers destroyed lately, oldest first. Each mark carries the number of its insertion: a
+/// pointer destroyed, made again and destroyed again has an older entry in `order` too, which
+/// must not take the newer mark with it when it ages out.
 #[derive(Default)]
 struct Gone {
-    set: HashSet<usize>,
-    order: VecDeque<usize>,
+    set: HashMap<usize, u64>,
+    order: VecDeque<(usize, u64)>,
+    next: u64,
 }
 
 impl Gone {
     fn insert(&mut self, p: usize) {
-        if self.set.insert(p) {
-            self.order.push_back(p);
+        if let std::collections::hash_map::Entry::Vacant(e) = self.set.entry(p) {
+            e.insert(self.next);
+            self.order.push_back((p, self.next));
+            self.next += 1;
         }
         while self.order.len() > GONE_CAP {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
+            if let Some((old, mark)) = self.order.pop_front() {
+                if self.set.get(&old) == Some(&mark) {
+                    self.set.remove(&old);
+                }
             }
         }
     }
@@ -41,7 +48,7 @@ impl Gone {
     }
 
     fn contains(&self, p: usize) -> bool {
-        self.set.contains(&p)
+        self.set.contains_key(&p)
     }
 }
 
@@ -230,6 +237,31 @@ mod tests {
         assert!(o.id_gone(GONE_CAP + 10));
         assert_eq!(o.gone_ids.set.len(), GONE_CAP);
         assert_eq!(o.gone_ids.order.len(), GONE_CAP);
+    }
+
+    #[test]
+    fn an_old_entry_ageing_out_keeps_a_newer_mark_of_the_same_pointer() {
+        let mut o = Objects::new(64);
+        // 0x10 destroyed, made again (the malloc reused it), then destroyed again later.
+        o.id_created(0x10, false, false);
+        o.id_destroyed(0x10);
+        o.id_created(0x10, false, false);
+        for p in 1..=GONE_CAP / 2 {
+            o.id_created(p << 8, false, false);
+            o.id_destroyed(p << 8);
+        }
+        o.id_destroyed(0x10);
+        // Enough newer marks that the first entry of 0x10 ages out, not its second.
+        for p in GONE_CAP / 2 + 1..=GONE_CAP {
+            o.id_created(p << 8, false, false);
+            o.id_destroyed(p << 8);
+        }
+        assert!(
+            o.id_gone(0x10),
+            "the newer mark of 0x10 outlived its older entry"
+        );
+        assert!(!o.id_gone(1 << 8), "the oldest marks are forgotten first");
+        assert!(o.id_gone(GONE_CAP << 8));
     }
 
     #[test]
