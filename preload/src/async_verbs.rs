@@ -276,6 +276,29 @@ mod tests {
     }
 
     #[test]
+    fn the_element_is_read_only_for_object_events() {
+        let port = AsyncEvent {
+            element: 0xdead_0001,
+            event_type: 10, // PORT_ERR: the element is the port number, an int
+        };
+        let qp = AsyncEvent {
+            element: 0xa000,
+            event_type: 5, // SQ_DRAINED
+        };
+        // SAFETY: both are live, initialized events.
+        unsafe {
+            assert_eq!(
+                read_event(&port as *const AsyncEvent as *const c_void),
+                (10, 0)
+            );
+            assert_eq!(
+                read_event(&qp as *const AsyncEvent as *const c_void),
+                (5, 0xa000)
+            );
+        }
+    }
+
+    #[test]
     fn ack_sentences() {
         let before = Obj {
             got: 1,

@@ -71,9 +71,8 @@ pub fn settled<T>(
     getters: impl Fn(&T) -> Option<Getters>,
 ) -> Option<T> {
     let mut issue = probe();
-    let me = whereis::thread_id();
     match issue.as_ref().and_then(&getters) {
-        Some(g) if !g.only(me) => {}
+        Some(g) if !g.only(whereis::thread_id()) => {}
         _ => return issue,
     }
     let start = track::now_ns();
