@@ -169,7 +169,7 @@ uninstall:
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
-# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's nine names.
+# Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 abi-check: build preload
 	c-tests/check-abi
 
@@ -197,7 +197,8 @@ $(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
 
-# --- Preload tests: programs on RAW librdmacm (and libibverbs' completion events: misuse_cq_*)
+# --- Preload tests: programs on RAW librdmacm (and libibverbs' completion and async events:
+# misuse_cq_*, misuse_async_*)
 # that model unmodified applications, run with and without libcmsafe_preload.so by
 # scripts/preload-misuse-tests (in the guest). No sanitizers (ASan and an LD_PRELOAD library do
 # not mix) and no cmsafe: they must not depend on it.
@@ -211,7 +212,9 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
         misuse_qp_then_destroy soak_events misuse_destroyed_channel \
         misuse_destroyed_id misuse_rejected_not_destroyed misuse_cq_destroy_with_unacked \
-        misuse_cq_wrong_ack misuse_cq_over_ack misuse_cq_never_acked preload_cq_loop
+        misuse_cq_wrong_ack misuse_cq_over_ack misuse_cq_never_acked preload_cq_loop \
+        preload_async_survey misuse_async_destroy_with_unacked misuse_async_double_ack \
+        misuse_async_never_acked
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 

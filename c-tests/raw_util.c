@@ -248,10 +248,150 @@ struct ibv_cq *raw_cq_main_event(struct raw_cq_pair *p, unsigned short port, int
     return cq;
 }
 
+/* `destroy(obj)` between the step lines raw_destroy_cq and raw_destroy_qp promise. */
+static void destroy_between_steps(int (*destroy)(void *), void *obj, const char *call,
+                                  const char *name)
+{
+    STEP("calling %s(%s)", call, name);
+    int rc = destroy(obj);
+    STEP("%s(%s) returned %d", call, name, rc);
+    CHECK_EQ_INT(rc, 0);
+}
+
+static int destroy_cq(void *cq)
+{
+    return ibv_destroy_cq(cq);
+}
+
 void raw_destroy_cq(struct ibv_cq *cq, const char *name)
 {
-    STEP("calling ibv_destroy_cq(%s)", name);
-    int rc = ibv_destroy_cq(cq);
-    STEP("ibv_destroy_cq(%s) returned %d", name, rc);
-    CHECK_EQ_INT(rc, 0);
+    destroy_between_steps(destroy_cq, cq, "ibv_destroy_cq", name);
+}
+
+void raw_qp_drain(struct ibv_qp *qp)
+{
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_SQD};
+    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+    REQUIRE(rc == 0, "ibv_modify_qp to SQD: %s", strerror(rc));
+}
+
+static const char *async_object(const struct ibv_async_event *e, char *buf, size_t len)
+{
+    switch (e->event_type) {
+    case IBV_EVENT_CQ_ERR:
+        snprintf(buf, len, "cq %p", (void *)e->element.cq);
+        break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        snprintf(buf, len, "srq %p", (void *)e->element.srq);
+        break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        snprintf(buf, len, "qp %p", (void *)e->element.qp);
+        break;
+    default:
+        snprintf(buf, len, "port %d", e->element.port_num);
+    }
+    return buf;
+}
+
+void raw_print_async(const char *label, const struct ibv_async_event *e)
+{
+    char buf[64];
+    printf("%s%s %s\n", label, ibv_event_type_str(e->event_type), async_object(e, buf, sizeof buf));
+    fflush(stdout);
+}
+
+struct ibv_async_event raw_async_event(struct ibv_context *ctx, enum ibv_event_type want)
+{
+    struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+    REQUIRE(poll(&pfd, 1, 5000) == 1, "no async event within 5 s");
+    struct ibv_async_event e;
+    REQUIRE(ibv_get_async_event(ctx, &e) == 0, "ibv_get_async_event: %s", strerror(errno));
+    raw_print_async("event ", &e);
+    REQUIRE(e.event_type == want, "async event %s, want %s", ibv_event_type_str(e.event_type),
+            ibv_event_type_str(want));
+    return e;
+}
+
+static void srq_client_qp(struct rdma_cm_id *client, void *arg)
+{
+    struct raw_srq_pair *p = arg;
+    struct ibv_pd *pd = ibv_alloc_pd(client->verbs);
+    REQUIRE(pd, "ibv_alloc_pd: %s", strerror(errno));
+    struct ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
+    p->srq = ibv_create_srq(pd, &sa);
+    REQUIRE(p->srq, "ibv_create_srq: %s", strerror(errno));
+    p->cq = ibv_create_cq(client->verbs, 8, NULL, NULL, 0);
+    REQUIRE(p->cq, "ibv_create_cq: %s", strerror(errno));
+    struct ibv_qp_init_attr attr = {
+        .send_cq = p->cq,
+        .recv_cq = p->cq,
+        .srq = p->srq,
+        .cap = {.max_send_wr = 4, .max_send_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    REQUIRE(rdma_create_qp(client, pd, &attr) == 0, "rdma_create_qp: %s", strerror(errno));
+}
+
+void raw_srq_pair_connect(struct raw_srq_pair *p, unsigned short port)
+{
+    raw_pair_connect_qp(&p->pair, port, NULL, srq_client_qp, p);
+}
+
+void raw_srq_limit(struct raw_srq_pair *p)
+{
+    for (int i = 0; i < 4; i++) {
+        struct ibv_recv_wr rwr = {.wr_id = 10 + i}, *bad = NULL;
+        REQUIRE(ibv_post_srq_recv(p->srq, &rwr, &bad) == 0, "ibv_post_srq_recv failed");
+    }
+    struct ibv_srq_attr sattr = {.srq_limit = 4};
+    int rc = ibv_modify_srq(p->srq, &sattr, IBV_SRQ_LIMIT);
+    REQUIRE(rc == 0, "ibv_modify_srq(srq_limit 4): %s", strerror(rc));
+    struct ibv_send_wr swr = {.wr_id = 1, .opcode = IBV_WR_SEND}, *bad_swr = NULL;
+    REQUIRE(ibv_post_send(p->pair.child->qp, &swr, &bad_swr) == 0, "ibv_post_send failed");
+}
+
+static void qp_to(struct ibv_qp *qp, enum ibv_qp_state s, int mask)
+{
+    struct ibv_qp_attr a = {.qp_state = s, .port_num = 1};
+    int rc = ibv_modify_qp(qp, &a, mask);
+    REQUIRE(rc == 0, "ibv_modify_qp to state %d: %s", s, strerror(rc));
+}
+
+struct ibv_cq *raw_cq_overflow(struct ibv_pd *pd, struct ibv_qp **qp)
+{
+    struct ibv_cq *cq = ibv_create_cq(pd->context, 1, NULL, NULL, 0);
+    REQUIRE(cq, "ibv_create_cq: %s", strerror(errno));
+    struct ibv_qp_init_attr qa = {
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = {.max_send_wr = 1, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    *qp = ibv_create_qp(pd, &qa);
+    REQUIRE(*qp, "ibv_create_qp: %s", strerror(errno));
+    qp_to(*qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    for (int i = 0; i < 4; i++) {
+        struct ibv_recv_wr rwr = {.wr_id = 20 + i}, *bad = NULL;
+        REQUIRE(ibv_post_recv(*qp, &rwr, &bad) == 0, "ibv_post_recv failed");
+    }
+    qp_to(*qp, IBV_QPS_ERR, IBV_QP_STATE);
+    return cq;
+}
+
+static int destroy_qp(void *qp)
+{
+    return ibv_destroy_qp(qp);
+}
+
+void raw_destroy_qp(struct ibv_qp *qp, const char *name)
+{
+    destroy_between_steps(destroy_qp, qp, "ibv_destroy_qp", name);
 }

@@ -96,6 +96,42 @@ struct ibv_cq *raw_cq_main_event(struct raw_cq_pair *p, unsigned short port, int
  * "step: ibv_destroy_cq(NAME) returned RC"; checked to return 0. */
 void raw_destroy_cq(struct ibv_cq *cq, const char *name);
 
+/* Async events (ibv_get_async_event) for the async misuse programs. */
+
+/* Moves `qp` (connected, RTS) to SQD: rxe then raises IBV_EVENT_SQ_DRAINED for it. */
+void raw_qp_drain(struct ibv_qp *qp);
+
+/* The next async event of `ctx` (blocking; polled for up to 5 s when the fd is non-blocking),
+ * required to be of type `want`. Printed as "event <type name> <object>" on stdout. NOT acked. */
+struct ibv_async_event raw_async_event(struct ibv_context *ctx, enum ibv_event_type want);
+
+/* Prints "<label><type name> <object>" (the object: "qp 0x...", "cq 0x...", "srq 0x..." or
+ * "port N") on stdout. */
+void raw_print_async(const char *label, const struct ibv_async_event *e);
+
+/* A connected pair (raw_pair_connect's events, seq 1..5) whose client QP receives through an
+ * SRQ, with one CQ for both directions. */
+struct raw_srq_pair {
+    struct raw_pair pair;
+    struct ibv_srq *srq;
+    struct ibv_cq *cq;
+};
+void raw_srq_pair_connect(struct raw_srq_pair *p, unsigned short port);
+
+/* Posts 4 receives to the SRQ, sets its srq_limit to 4 (ibv_modify_srq) and sends one message
+ * from the server: taking a receive drops the SRQ below its limit, and rxe raises
+ * IBV_EVENT_SRQ_LIMIT_REACHED. */
+void raw_srq_limit(struct raw_srq_pair *p);
+
+/* A CQ of 1 entry (returned) and an RC QP on `pd` using it (*qp), the QP moved to INIT, given 4
+ * receives and moved to ERR: their flushed completions overflow the CQ, and rxe raises
+ * IBV_EVENT_CQ_ERR for it (once per completion that did not fit). */
+struct ibv_cq *raw_cq_overflow(struct ibv_pd *pd, struct ibv_qp **qp);
+
+/* ibv_destroy_qp(qp) between the lines "step: calling ibv_destroy_qp(NAME)" and
+ * "step: ibv_destroy_qp(NAME) returned RC"; checked to return 0. */
+void raw_destroy_qp(struct ibv_qp *qp, const char *name);
+
 /* Prints `len` bytes as text on stdout after `label`: printable bytes as they are, others as
  * '.'. Used by the use-after-ack program to show what it read. */
 void raw_print_bytes(const char *label, const void *data, size_t len);

@@ -10,15 +10,12 @@
 //! ibv_destroy_cq returns; destroyed CQs are remembered in a short ring only, to name acks that
 //! come after the destroy.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
+use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
+use crate::getters::Getters;
 use crate::sync::ForkSafeMutex;
-
-/// Getter threads remembered per CQ (the first ones; more are counted only).
-const THREADS: usize = 4;
-/// Destroyed CQs remembered for acks after the destroy.
-const DESTROYED_CAP: usize = 64;
 
 /// One CQ's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,11 +29,8 @@ pub struct Cq {
     /// Acks safe mode made on the program's behalf at a destroy, not yet matched by the
     /// program's own (those are absorbed).
     pub prepaid: u64,
-    /// The first threads that got its events, in order (`nthreads` of them), and whether others
-    /// did too.
-    pub threads: [i32; THREADS],
-    pub nthreads: usize,
-    pub more_threads: bool,
+    /// The threads that got its events.
+    pub threads: Getters,
     /// Where the last event was got (a return address in the program).
     pub last_get: usize,
     /// A finding already named this CQ's unacked events (no never-acked line at exit then).
@@ -54,30 +48,9 @@ impl Cq {
         self.acked.saturating_sub(self.got)
     }
 
-    fn add_thread(&mut self, t: i32) {
-        if self.threads[..self.nthreads].contains(&t) {
-            return;
-        }
-        if self.nthreads < THREADS {
-            self.threads[self.nthreads] = t;
-            self.nthreads += 1;
-        } else {
-            self.more_threads = true;
-        }
-    }
-
-    /// "thread 12" / "threads 12, 13" / "threads 12, 13, 14, 15 and others", for messages.
+    /// "thread 12" / "threads 12, 13" / ..., for messages.
     pub fn getters(&self) -> String {
-        let known: Vec<String> = self.threads[..self.nthreads]
-            .iter()
-            .map(|t| t.to_string())
-            .collect();
-        match (known.len(), self.more_threads) {
-            (0, _) => "no thread".to_string(),
-            (1, false) => format!("thread {}", known[0]),
-            (_, false) => format!("threads {}", known.join(", ")),
-            (_, true) => format!("threads {} and others", known.join(", ")),
-        }
+        self.threads.describe()
     }
 }
 
@@ -119,13 +92,8 @@ pub enum DestroyIssue {
 
 pub struct Cqs {
     live: HashMap<usize, Cq>,
-    /// Destroyed CQs, newest last, with what safe mode had acked for the program there.
-    destroyed: VecDeque<(usize, u64)>,
-    pub got_total: u64,
-    pub acked_total: u64,
-    /// Acks safe mode made on the program's behalf, and program acks it kept from libibverbs.
-    pub cmsafe_acked: u64,
-    pub absorbed: u64,
+    destroyed: Destroyed<usize>,
+    pub tally: Tally,
 }
 
 impl Default for Cqs {
@@ -138,18 +106,15 @@ impl Cqs {
     pub fn new() -> Self {
         Cqs {
             live: HashMap::new(),
-            destroyed: VecDeque::new(),
-            got_total: 0,
-            acked_total: 0,
-            cmsafe_acked: 0,
-            absorbed: 0,
+            destroyed: Destroyed::default(),
+            tally: Tally::default(),
         }
     }
 
     fn entry(&mut self, cq: usize, channel: usize) -> &mut Cq {
         if !self.live.contains_key(&cq) {
             // A new CQ at the address of a destroyed one: acks now count against the new one.
-            self.destroyed.retain(|&(c, _)| c != cq);
+            self.destroyed.forget(cq);
         }
         self.live.entry(cq).or_insert_with(|| Cq {
             channel,
@@ -160,11 +125,11 @@ impl Cqs {
     /// ibv_get_cq_event returned an event of `cq`, read from `channel`, in `thread`, called from
     /// `place`.
     pub fn got(&mut self, cq: usize, channel: usize, thread: i32, place: usize) {
-        self.got_total += 1;
+        self.tally.got += 1;
         let c = self.entry(cq, channel);
         c.channel = channel;
         c.got += 1;
-        c.add_thread(thread);
+        c.threads.add(thread);
         c.last_get = place;
     }
 
@@ -179,11 +144,11 @@ impl Cqs {
         n: u64,
         absorb: bool,
     ) -> AckVerdict {
-        self.acked_total += n;
+        self.tally.acked += n;
         if !self.live.contains_key(&cq) {
-            if let Some(&(_, prepaid)) = self.destroyed.iter().rev().find(|(c, _)| *c == cq) {
+            if let Some(prepaid) = self.destroyed.prepaid(cq) {
                 let (pass, absorbed) = if absorb { (0, n) } else { (n, 0) };
-                self.absorbed += absorbed;
+                self.tally.absorbed += absorbed;
                 return AckVerdict {
                     pass,
                     absorbed,
@@ -202,7 +167,7 @@ impl Cqs {
         let owed = c.owed();
         if rest <= owed {
             c.acked += rest;
-            self.absorbed += paid;
+            self.tally.absorbed += paid;
             return AckVerdict {
                 pass: rest,
                 absorbed: paid,
@@ -213,7 +178,7 @@ impl Cqs {
         let pass = if absorb { owed } else { rest };
         c.acked += pass;
         let absorbed = n - pass;
-        self.absorbed += absorbed;
+        self.tally.absorbed += absorbed;
         let other = self
             .live
             .iter()
@@ -270,7 +235,7 @@ impl Cqs {
         let owed = c.owed();
         c.acked += owed;
         c.prepaid += owed;
-        self.cmsafe_acked += owed;
+        self.tally.cmsafe_acked += owed;
         owed
     }
 
@@ -280,11 +245,7 @@ impl Cqs {
             return;
         }
         let prepaid = self.live.remove(&cq).map_or(0, |c| c.prepaid);
-        self.destroyed.retain(|&(c, _)| c != cq);
-        if self.destroyed.len() == DESTROYED_CAP {
-            self.destroyed.pop_front();
-        }
-        self.destroyed.push_back((cq, prepaid));
+        self.destroyed.remember(cq, prepaid);
     }
 
     /// At exit: the CQs whose events were got and never acked, no finding having named them,
@@ -320,46 +281,21 @@ pub fn after_fork_in_child() {
     *CQS.lock() = None;
 }
 
-/// A completion-queue finding about `cq`, as the tracker keeps them.
-pub fn finding(kind: Kind, cq: usize, thread: i32, place: String, message: String) -> Finding {
-    Finding {
-        kind,
-        seq: 0,
-        event_type: "COMPLETION",
-        id: cq,
-        thread,
-        place,
-        message,
-    }
-}
-
 /// At exit: a cq-never-acked finding for each CQ with events got and never acked (said through
 /// the tracker), and the summary's line on completion events (None when none went through).
 pub fn at_exit() -> Option<String> {
     let (left, line) = {
         let guard = CQS.lock();
         let q = guard.as_ref()?;
-        if q.got_total == 0 && q.acked_total == 0 {
-            return None;
-        }
-        let mut line = format!(
-            "==cmsafe==   completion events: {} got, {} acked",
-            q.got_total, q.acked_total
-        );
-        if q.cmsafe_acked > 0 || q.absorbed > 0 {
-            line.push_str(&format!(
-                " (safe mode acked {} for the program, kept {} of its acks from libibverbs)",
-                q.cmsafe_acked, q.absorbed
-            ));
-        }
-        line.push('\n');
+        let line = q.tally.line("completion events")?;
         (q.never_acked(), line)
     };
     for (cq, c) in left {
-        let f = finding(
+        let f = Finding::about_object(
             Kind::CqNeverAcked,
+            "COMPLETION",
             cq,
-            c.threads[0],
+            c.threads.first(),
             "exit".to_string(),
             format!(
                 "{} completion events of this CQ never acked (got {}, acked {}; got by {}): ibv_destroy_cq(cq {cq:#x}) would wait for them forever",
@@ -407,7 +343,7 @@ mod tests {
         assert!(q.never_acked().is_empty());
         q.destroyed(A, 0);
         assert_eq!(q.sizes(), (0, 1));
-        assert_eq!((q.got_total, q.acked_total, q.absorbed), (3, 3, 0));
+        assert_eq!((q.tally.got, q.tally.acked, q.tally.absorbed), (3, 3, 0));
     }
 
     #[test]
@@ -432,7 +368,7 @@ mod tests {
         assert!(matches!(v.issue, Some(AckIssue::OverAck { n: 3, .. })));
         assert_eq!(safe.get(A).unwrap().acked, 1);
         assert_eq!(safe.destroying(A), None);
-        assert_eq!(safe.absorbed, 2);
+        assert_eq!(safe.tally.absorbed, 2);
     }
 
     #[test]
@@ -491,7 +427,7 @@ mod tests {
         q.ack(A, || CH, 1, true);
         assert_eq!(q.prepay(A), 1);
         assert_eq!(q.get(A).unwrap().owed(), 0);
-        assert_eq!(q.cmsafe_acked, 1);
+        assert_eq!(q.tally.cmsafe_acked, 1);
         // The destroy failed (a QP still uses the CQ): the program's own ack later is the one
         // safe mode made already: absorbed, no finding.
         q.destroyed(A, -1);
@@ -516,7 +452,7 @@ mod tests {
         // Audit passes it on, as the program would without cmsafe.
         let v = q.ack(A, || CH, 2, false);
         assert_eq!((v.pass, v.absorbed), (2, 0));
-        assert_eq!(q.absorbed, 2);
+        assert_eq!(q.tally.absorbed, 2);
         // A new CQ at the same address starts afresh.
         q.got(A, CH, 9, 0);
         assert_eq!(
@@ -553,14 +489,7 @@ mod tests {
             q.ack(cq, || CH, 1, false);
             q.destroyed(cq, 0);
         }
-        assert_eq!(q.sizes(), (0, DESTROYED_CAP));
-        assert_eq!((q.got_total, q.acked_total), (10_000, 10_000));
-        let mut c = Cq::default();
-        for t in 1..=10 {
-            c.add_thread(t);
-            c.add_thread(t);
-        }
-        assert_eq!((c.nthreads, c.more_threads), (THREADS, true));
-        assert_eq!(c.getters(), "threads 1, 2, 3, 4 and others");
+        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
+        assert_eq!((q.tally.got, q.tally.acked), (10_000, 10_000));
     }
 }

@@ -118,3 +118,20 @@ entry!(
     /// ibv_destroy_cq(3), interposed.
     ibv_destroy_cq(cq: *mut c_void) -> i32, crate::verbs::destroy_cq, "rsi"
 );
+entry!(
+    /// ibv_get_async_event(3), interposed.
+    ibv_get_async_event(context: *mut c_void, event: *mut c_void) -> i32,
+    crate::async_verbs::get_async_event, "rdx"
+);
+entry!(
+    /// ibv_ack_async_event(3), interposed.
+    ibv_ack_async_event(event: *mut c_void), crate::async_verbs::ack_async_event, "rsi"
+);
+entry!(
+    /// ibv_destroy_qp(3), interposed.
+    ibv_destroy_qp(qp: *mut c_void) -> i32, crate::async_verbs::destroy_qp, "rsi"
+);
+entry!(
+    /// ibv_destroy_srq(3), interposed.
+    ibv_destroy_srq(srq: *mut c_void) -> i32, crate::async_verbs::destroy_srq, "rsi"
+);

@@ -21,6 +21,10 @@ pub enum Kind {
     CqOverAck,
     CqNeverAcked,
     CqAckAfterDestroy,
+    AsyncDestroyWithUnacked,
+    AsyncDoubleAck,
+    AsyncNeverAcked,
+    AsyncAckAfterDestroy,
 }
 
 impl Kind {
@@ -45,13 +49,18 @@ impl Kind {
             Kind::CqOverAck => "cq-over-ack",
             Kind::CqNeverAcked => "cq-never-acked",
             Kind::CqAckAfterDestroy => "cq-ack-after-destroy",
+            Kind::AsyncDestroyWithUnacked => "async-destroy-with-unacked",
+            Kind::AsyncDoubleAck => "async-double-ack",
+            Kind::AsyncNeverAcked => "async-never-acked",
+            Kind::AsyncAckAfterDestroy => "async-ack-after-destroy",
         }
     }
 }
 
 /// One finding: the event it is about (seq 0 when none, e.g. a foreign ack), the thread that
 /// misused it, where, and a sentence for people. Completion-queue findings (`cq-*`) have seq 0,
-/// type COMPLETION and the CQ as `id`.
+/// type COMPLETION and the CQ as `id`; async-event findings (`async-*`) have seq 0, the event's
+/// type (e.g. SQ_DRAINED) and the object (QP, CQ, SRQ or WQ) as `id`.
 #[derive(Clone, Debug)]
 pub struct Finding {
     pub kind: Kind,
@@ -64,6 +73,26 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A finding about a libibverbs object `id` (a CQ, QP, SRQ or WQ): no CM event, seq 0.
+    pub fn about_object(
+        kind: Kind,
+        event_type: &'static str,
+        id: usize,
+        thread: i32,
+        place: String,
+        message: String,
+    ) -> Finding {
+        Finding {
+            kind,
+            seq: 0,
+            event_type,
+            id,
+            thread,
+            place,
+            message,
+        }
+    }
+
     /// The line printed on stderr (and the summary's example).
     pub fn line(&self) -> String {
         format!(

@@ -5,7 +5,9 @@
 //! the lifecycles of ids and channels, rdma_create_id, rdma_create_ep, rdma_create_event_channel,
 //! rdma_accept, rdma_connect, rdma_reject and rdma_disconnect (ids.rs, objects.rs); and
 //! libibverbs' ibv_get_cq_event, ibv_ack_cq_events and ibv_destroy_cq, to count each CQ's
-//! completion events got and acked (verbs.rs, cq.rs). Nothing else is exported. CMSAFE_MODE
+//! completion events got and acked (verbs.rs, cq.rs); ibv_get_async_event, ibv_ack_async_event,
+//! ibv_destroy_qp and ibv_destroy_srq, to count each object's async events got and acked
+//! (async_verbs.rs, async_events.rs). Nothing else is exported. CMSAFE_MODE
 //! chooses:
 //! - `audit` (default): the program sees the same events and the same ack timing; every misuse is
 //!   reported (see `findings`). Copies live on guarded pages so reads after the ack are caught.
@@ -13,7 +15,8 @@
 //!   valid after the program's ack until the id is destroyed (or 4096 newer acks pushed it out),
 //!   so ack-then-read code reads the right bytes and rdma_destroy_id never waits on a forgotten
 //!   event; ibv_destroy_cq acks the completion events the program still owes, and acks libibverbs
-//!   must not see (beyond the events got, or of a destroyed CQ) are kept from it. Findings are
+//!   must not see (beyond the events got, or of a destroyed CQ) are kept from it; the same for
+//!   the async events of QPs, CQs and SRQs at their destroys. Findings are
 //!   still reported.
 //! - `off`: every call passes through untouched.
 //!
@@ -21,11 +24,15 @@
 //! errno as librdmacm left it, never lets a panic cross into the program, and is as
 //! cancellable as librdmacm itself, no more (cancel.rs).
 
+mod async_events;
+mod async_verbs;
 mod cancel;
 mod config;
+mod counts;
 mod cq;
 mod entry;
 mod findings;
+mod getters;
 mod guard;
 mod held;
 mod ids;
@@ -51,6 +58,26 @@ use track::{Op, State};
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     lifecycle::register();
     track::with_state(f)
+}
+
+/// Says a finding about a libibverbs object `id` (stderr, report, summary), made at the program
+/// address `at` by the calling thread.
+fn say_about(
+    kind: findings::Kind,
+    event_type: &'static str,
+    id: usize,
+    at: usize,
+    message: String,
+) {
+    let f = findings::Finding::about_object(
+        kind,
+        event_type,
+        id,
+        whereis::thread_id(),
+        whereis::describe(at),
+        message,
+    );
+    with_state(|s| s.add_finding(f));
 }
 
 fn errno() -> i32 {

@@ -2,6 +2,7 @@
 
 use std::sync::Once;
 
+use crate::async_events::ASYNCS;
 use crate::cq::CQS;
 use crate::track::STATE;
 use crate::watch::WATCH;
@@ -26,11 +27,16 @@ pub fn register() {
 
 extern "C" fn at_exit() {
     crate::quietly(|| {
-        // The CQ counts first: their never-acked findings go into the tracker's summary.
-        let cq_line = crate::cq::at_exit();
+        // The CQ and async counts first: their never-acked findings go into the tracker's
+        // summary.
+        let lines: Vec<String> = [crate::cq::at_exit(), crate::async_events::at_exit()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let lines = (!lines.is_empty()).then(|| lines.concat());
         let summary = {
             let mut guard = STATE.lock();
-            guard.as_mut().and_then(|s| s.finish(cq_line))
+            guard.as_mut().and_then(|s| s.finish(lines))
         };
         if let Some(s) = summary {
             eprint!("{s}");
@@ -38,27 +44,31 @@ extern "C" fn at_exit() {
     });
 }
 
-// All three locks are taken before the fork, so the child never inherits one held by a thread
+// All four locks are taken before the fork, so the child never inherits one held by a thread
 // it does not have. Nothing holds two at once otherwise, so the order cannot deadlock.
 extern "C" fn before_fork() {
     WATCH.lock_for_fork();
     STATE.lock_for_fork();
     CQS.lock_for_fork();
+    ASYNCS.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
 }
 
 extern "C" fn after_fork_child() {
+    ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
     crate::whereis::forget_thread_id();
     crate::watch::after_fork_in_child();
     crate::cq::after_fork_in_child();
+    crate::async_events::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();
     }

@@ -46,7 +46,10 @@ pub type GetCqEvent = unsafe extern "C-unwind" fn(
     *mut *mut libc::c_void,
 ) -> i32;
 pub type AckCqEvents = unsafe extern "C-unwind" fn(*mut libc::c_void, libc::c_uint);
-pub type DestroyCq = unsafe extern "C-unwind" fn(*mut libc::c_void) -> i32;
+/// ibv_destroy_cq, ibv_destroy_qp, ibv_destroy_srq.
+pub type DestroyObj = unsafe extern "C-unwind" fn(*mut libc::c_void) -> i32;
+pub type GetAsyncEvent = unsafe extern "C-unwind" fn(*mut libc::c_void, *mut libc::c_void) -> i32;
+pub type AckAsyncEvent = unsafe extern "C-unwind" fn(*mut libc::c_void);
 
 /// A shared library whose functions the preload wraps.
 pub struct Library {
@@ -64,7 +67,7 @@ pub const LIBRDMACM: Library = Library {
     version: c"RDMACM_1.0",
 };
 
-/// libibverbs: its CQ calls exist as IBVERBS_1.1 (the default, with today's struct ibv_cq) and as
+/// libibverbs: its CQ, async-event and destroy calls exist as IBVERBS_1.1 (the default, with today's struct ibv_cq) and as
 /// IBVERBS_1.0 compatibility versions taking the old structures; the 1.1 ones are the real
 /// functions behind ours.
 pub const LIBIBVERBS: Library = Library {
@@ -231,4 +234,18 @@ real!(reject, Reject, LIBRDMACM, c"rdma_reject");
 real!(disconnect, Disconnect, LIBRDMACM, c"rdma_disconnect");
 real!(get_cq_event, GetCqEvent, LIBIBVERBS, c"ibv_get_cq_event");
 real!(ack_cq_events, AckCqEvents, LIBIBVERBS, c"ibv_ack_cq_events");
-real!(destroy_cq, DestroyCq, LIBIBVERBS, c"ibv_destroy_cq");
+real!(destroy_cq, DestroyObj, LIBIBVERBS, c"ibv_destroy_cq");
+real!(
+    get_async_event,
+    GetAsyncEvent,
+    LIBIBVERBS,
+    c"ibv_get_async_event"
+);
+real!(
+    ack_async_event,
+    AckAsyncEvent,
+    LIBIBVERBS,
+    c"ibv_ack_async_event"
+);
+real!(destroy_ibv_qp, DestroyObj, LIBIBVERBS, c"ibv_destroy_qp");
+real!(destroy_srq, DestroyObj, LIBIBVERBS, c"ibv_destroy_srq");

@@ -5,10 +5,11 @@
 
 use std::ffi::{c_uint, c_void};
 
+use crate::async_events::Object;
 use crate::config::{Mode, CONFIG};
 use crate::cq::{self, AckIssue, Cq, DestroyIssue};
 use crate::findings::Kind;
-use crate::{lifecycle, real, track, whereis};
+use crate::{async_verbs, getters, lifecycle, real, whereis};
 
 /// The head of libibverbs' struct ibv_cq (verbs.h), as far as the preload reads it.
 #[repr(C)]
@@ -17,25 +18,9 @@ struct CqHead {
     channel: *mut c_void,
 }
 
-/// Where the program called from: the entry point's return address, else found on the stack.
-fn place(ret: usize) -> usize {
-    if ret != 0 {
-        ret
-    } else {
-        whereis::caller().addr
-    }
-}
-
-/// Says a completion-queue finding (stderr, report, summary).
-fn say(kind: Kind, cq: usize, at: usize, message: String) {
-    let f = cq::finding(
-        kind,
-        cq,
-        whereis::thread_id(),
-        whereis::describe(at),
-        message,
-    );
-    crate::with_state(|s| s.add_finding(f));
+/// Says a completion-queue finding about `cq`, made where the entry point's `ret` says.
+fn say(kind: Kind, cq: usize, ret: usize, message: String) {
+    crate::say_about(kind, "COMPLETION", cq, whereis::place(ret), message);
 }
 
 /// ibv_get_cq_event(3), interposed.
@@ -62,7 +47,7 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     crate::quietly(|| {
         lifecycle::register();
         let thread = whereis::thread_id();
-        cq::with_cqs(|q| q.got(got, channel as usize, thread, place(ret)));
+        cq::with_cqs(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
     });
     rc
 }
@@ -145,7 +130,7 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
         pass = v.pass;
         if let Some(issue) = &v.issue {
             let (kind, message) = ack_message(cq as usize, n, v.pass, issue);
-            say(kind, cq as usize, place(ret), message);
+            say(kind, cq as usize, ret, message);
         }
     });
     if pass == n {
@@ -157,26 +142,15 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
     }
 }
 
-/// The destroy's issue once threads other than the caller that got the CQ's unacked events had
-/// CMSAFE_LATE_ACK_MS to ack them (a CQ thread may be finishing its handler), as CM events get.
+/// The destroy's issue once the threads that got the CQ's unacked events had their grace.
 fn settled(cq: usize) -> Option<DestroyIssue> {
-    let issue = cq::with_cqs(|q| q.destroying(cq));
-    let Some(DestroyIssue::Unacked(c)) = &issue else {
-        return issue;
-    };
-    let me = whereis::thread_id();
-    if c.nthreads == 1 && !c.more_threads && c.threads[0] == me {
-        return issue;
-    }
-    let start = track::now_ns();
-    let mut issue = issue;
-    while matches!(issue, Some(DestroyIssue::Unacked(_)))
-        && track::now_ns() - start < CONFIG.late_ack_ns
-    {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        issue = cq::with_cqs(|q| q.destroying(cq));
-    }
-    issue
+    getters::settled(
+        || cq::with_cqs(|q| q.destroying(cq)),
+        |issue| match issue {
+            DestroyIssue::Unacked(c) => Some(c.threads.clone()),
+            DestroyIssue::OverAcked(_) => None,
+        },
+    )
 }
 
 fn destroy_message(cq: usize, issue: &DestroyIssue, got_where: String) -> (Kind, String) {
@@ -212,8 +186,8 @@ fn destroy_message(cq: usize, issue: &DestroyIssue, got_where: String) -> (Kind,
     }
 }
 
-/// ibv_destroy_cq(3), interposed: says before it blocks what it will wait for; safe mode acks
-/// what the program owes, so that it returns.
+/// ibv_destroy_cq(3), interposed: says before it blocks what it will wait for (completion and
+/// async events); safe mode acks what the program owes, so that it returns.
 ///
 /// # Safety
 /// As libibverbs' own function: the arguments are what its man page asks for.
@@ -225,6 +199,8 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(cq) };
     }
+    // Its async events (CQ_ERR) first: the destroy waits for those acks too.
+    async_verbs::before_destroy(Object::Cq, cq as usize, ret);
     let mut owed_acks = 0;
     crate::quietly(|| {
         let Some(issue) = settled(cq as usize) else {
@@ -238,7 +214,7 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
             owed_acks = cq::with_cqs(|q| q.prepay(cq as usize));
         }
         cq::with_cqs(|q| q.mark_reported(cq as usize));
-        say(kind, cq as usize, place(ret), message);
+        say(kind, cq as usize, ret, message);
     });
     if owed_acks > 0 {
         if let Some(ack) = real::ack_cq_events() {
@@ -249,12 +225,14 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
     // SAFETY: passed on as given.
     let rc = unsafe { real(cq) };
     crate::quietly(|| cq::with_cqs(|q| q.destroyed(cq as usize, rc)));
+    async_verbs::after_destroy(Object::Cq, cq as usize, rc);
     rc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::getters::Getters;
 
     fn cq(got: u64, acked: u64, threads: &[i32]) -> Cq {
         let mut c = Cq {
@@ -262,8 +240,7 @@ mod tests {
             acked,
             ..Cq::default()
         };
-        c.threads[..threads.len()].copy_from_slice(threads);
-        c.nthreads = threads.len();
+        c.threads = Getters::of(threads);
         c
     }
 

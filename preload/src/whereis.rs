@@ -107,22 +107,45 @@ pub fn caller_at(ret: usize) -> Caller {
     }
 }
 
+/// Where the program called from: the entry point's return address, else found on the stack.
+pub fn place(ret: usize) -> usize {
+    if ret != 0 {
+        ret
+    } else {
+        caller().addr
+    }
+}
+
+/// Where the program called from when librdmacm may be between (its rdma_destroy_qp calls
+/// ibv_destroy_qp): the first frame outside this library and librdmacm, else `place(ret)`.
+pub fn program_place(ret: usize) -> usize {
+    let r = ranges();
+    if ret != 0 && !within(&r.rdmacm, ret) {
+        return ret;
+    }
+    first_frame::<12>(|a| within(&r.own, a) || within(&r.rdmacm, a)).unwrap_or_else(|| place(ret))
+}
+
 /// The frame that called into the preload, found by walking the stack.
 pub fn caller() -> Caller {
     let r = ranges();
     // Our wrappers are a few frames deep: unwinding further is wasted work.
-    let mut frames = [std::ptr::null_mut(); 8];
+    first_frame::<8>(|a| within(&r.own, a)).map_or(Caller::default(), |addr| Caller {
+        addr,
+        in_librdmacm: within(&r.rdmacm, addr),
+    })
+}
+
+/// The first of the innermost N return addresses on the stack that `skip` does not skip.
+fn first_frame<const N: usize>(skip: impl Fn(usize) -> bool) -> Option<usize> {
+    let mut frames = [std::ptr::null_mut(); N];
     // SAFETY: a writable array of the given size.
-    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as i32) };
+    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), N as i32) };
     frames
         .iter()
         .take(n.max(0) as usize)
         .map(|&f| f as usize)
-        .find(|&addr| !within(&r.own, addr))
-        .map_or(Caller::default(), |addr| Caller {
-            addr,
-            in_librdmacm: within(&r.rdmacm, addr),
-        })
+        .find(|&a| !skip(a))
 }
 
 /// `symbol+0xoff (object)` or `object+0xoff`, for reports.

@@ -1,0 +1,449 @@
+//! Asynchronous events: what each QP, CQ, SRQ and WQ got through ibv_get_async_event and what
+//! was acked for it through ibv_ack_async_event. libibverbs counts the acks of an object's async
+//! events, and its destroy (ibv_destroy_qp, ibv_destroy_cq, ibv_destroy_srq, ibv_destroy_wq)
+//! waits until that count equals the number of the object's events the kernel handed out, so
+//! two counts per object say before a destroy whether it will return. Port and device events
+//! are counted by nobody (their ack does nothing): they only show in the summary.
+//!
+//! Its own lock, never held while libibverbs runs or while another of the preload's locks is
+//! taken. One entry per object the program got or acked async events of, removed when its destroy
+//! returns; destroyed objects are remembered in a short ring only, to name acks after the destroy.
+
+use std::collections::HashMap;
+
+use crate::counts::{Destroyed, Tally};
+use crate::findings::{Finding, Kind};
+use crate::getters::Getters;
+use crate::sync::ForkSafeMutex;
+
+/// The objects whose destroy waits for their async events to be acked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Object {
+    Cq,
+    Qp,
+    Srq,
+    Wq,
+}
+
+impl Object {
+    /// The object an event of type `t` (enum ibv_event_type) is about, if any.
+    pub fn of_event(t: i32) -> Option<Object> {
+        match t {
+            0 => Some(Object::Cq),
+            1..=7 | 16 => Some(Object::Qp),
+            14 | 15 => Some(Object::Srq),
+            19 => Some(Object::Wq),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Object::Cq => "cq",
+            Object::Qp => "qp",
+            Object::Srq => "srq",
+            Object::Wq => "wq",
+        }
+    }
+}
+
+/// enum ibv_event_type's names, without IBV_EVENT_.
+pub fn type_name(t: i32) -> &'static str {
+    const NAMES: [&str; 20] = [
+        "CQ_ERR",
+        "QP_FATAL",
+        "QP_REQ_ERR",
+        "QP_ACCESS_ERR",
+        "COMM_EST",
+        "SQ_DRAINED",
+        "PATH_MIG",
+        "PATH_MIG_ERR",
+        "DEVICE_FATAL",
+        "PORT_ACTIVE",
+        "PORT_ERR",
+        "LID_CHANGE",
+        "PKEY_CHANGE",
+        "SM_CHANGE",
+        "SRQ_ERR",
+        "SRQ_LIMIT_REACHED",
+        "QP_LAST_WQE_REACHED",
+        "CLIENT_REREGISTER",
+        "GID_CHANGE",
+        "WQ_FATAL",
+    ];
+    usize::try_from(t)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("UNKNOWN")
+}
+
+/// One object's async-event counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Obj {
+    /// Events got through ibv_get_async_event (the kernel's reported count).
+    pub got: u64,
+    /// Acks passed on to libibverbs, the program's and cmsafe's (libibverbs' completed count).
+    pub acked: u64,
+    /// Acks safe mode made for the program at a destroy, not yet matched by its own.
+    pub prepaid: u64,
+    pub threads: Getters,
+    /// The type of the last event got, and where it was got (a return address in the program).
+    pub last_type: i32,
+    pub last_get: usize,
+    /// A finding already named its unacked events (no never-acked line at exit then).
+    pub reported: bool,
+}
+
+impl Obj {
+    pub fn owed(&self) -> u64 {
+        self.got.saturating_sub(self.acked)
+    }
+}
+
+/// What an ibv_ack_async_event of an object's event was found to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AckIssue {
+    /// More acked than got: the object's counts before this ack.
+    DoubleAck(Obj),
+    /// The object's destroy returned already; safe mode had acked `prepaid` for the program.
+    AfterDestroy { prepaid: u64 },
+}
+
+/// Whether to pass the ack on to libibverbs, and what was wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckVerdict {
+    pub pass: bool,
+    pub issue: Option<AckIssue>,
+}
+
+type Key = (Object, usize);
+
+#[derive(Default)]
+pub struct Asyncs {
+    live: HashMap<Key, Obj>,
+    destroyed: Destroyed<Key>,
+    pub tally: Tally,
+}
+
+impl Asyncs {
+    fn entry(&mut self, key: Key) -> &mut Obj {
+        if !self.live.contains_key(&key) {
+            // A new object at the address of a destroyed one: acks now count against it.
+            self.destroyed.forget(key);
+        }
+        self.live.entry(key).or_default()
+    }
+
+    /// ibv_get_async_event returned an event of type `t`, in `thread`, called from `place`.
+    pub fn got(&mut self, t: i32, element: usize, thread: i32, place: usize) {
+        self.tally.got += 1;
+        let Some(kind) = Object::of_event(t) else {
+            return;
+        };
+        let o = self.entry((kind, element));
+        o.got += 1;
+        o.threads.add(thread);
+        o.last_type = t;
+        o.last_get = place;
+    }
+
+    /// The program acks an event of type `t`. In safe mode (`absorb`) acks that libibverbs must
+    /// not see are kept from it: one safe mode made already, one beyond the events got, one of a
+    /// destroyed object.
+    pub fn ack(&mut self, t: i32, element: usize, absorb: bool) -> AckVerdict {
+        self.tally.acked += 1;
+        let Some(kind) = Object::of_event(t) else {
+            return AckVerdict {
+                pass: true,
+                issue: None,
+            };
+        };
+        let key = (kind, element);
+        if !self.live.contains_key(&key) {
+            if let Some(prepaid) = self.destroyed.prepaid(key) {
+                self.tally.absorbed += u64::from(absorb);
+                return AckVerdict {
+                    pass: !absorb,
+                    issue: Some(AckIssue::AfterDestroy { prepaid }),
+                };
+            }
+        }
+        let o = self.entry(key);
+        if o.prepaid > 0 {
+            o.prepaid -= 1;
+            self.tally.absorbed += 1;
+            return AckVerdict {
+                pass: false,
+                issue: None,
+            };
+        }
+        if o.owed() > 0 {
+            o.acked += 1;
+            return AckVerdict {
+                pass: true,
+                issue: None,
+            };
+        }
+        let before = o.clone();
+        if absorb {
+            self.tally.absorbed += 1;
+        } else {
+            o.acked += 1;
+        }
+        AckVerdict {
+            pass: !absorb,
+            issue: Some(AckIssue::DoubleAck(before)),
+        }
+    }
+
+    /// What destroying `kind` at `element` would wait for: its counts, when they differ.
+    pub fn destroying(&self, kind: Object, element: usize) -> Option<Obj> {
+        self.live
+            .get(&(kind, element))
+            .filter(|o| o.got != o.acked)
+            .cloned()
+    }
+
+    /// Safe mode, before the destroy: the acks the program owes, counted as passed on now (the
+    /// caller passes them on, after this lock is dropped). Returns how many, and of which type.
+    pub fn prepay(&mut self, kind: Object, element: usize) -> (u64, i32) {
+        let Some(o) = self.live.get_mut(&(kind, element)) else {
+            return (0, 0);
+        };
+        let owed = o.owed();
+        o.acked += owed;
+        o.prepaid += owed;
+        o.reported = true;
+        self.tally.cmsafe_acked += owed;
+        (owed, o.last_type)
+    }
+
+    /// A finding named the object's unacked events.
+    pub fn mark_reported(&mut self, kind: Object, element: usize) {
+        if let Some(o) = self.live.get_mut(&(kind, element)) {
+            o.reported = true;
+        }
+    }
+
+    /// The destroy returned `rc`: on success the object is gone, and remembered a while.
+    pub fn destroyed(&mut self, kind: Object, element: usize, rc: i32) {
+        if rc != 0 {
+            return;
+        }
+        let key = (kind, element);
+        let prepaid = self.live.remove(&key).map_or(0, |o| o.prepaid);
+        self.destroyed.remember(key, prepaid);
+    }
+
+    /// At exit: the objects with events got and never acked, no finding having named them.
+    pub fn never_acked(&self) -> Vec<(Key, Obj)> {
+        let mut v: Vec<(Key, Obj)> = self
+            .live
+            .iter()
+            .filter(|(_, o)| o.owed() > 0 && !o.reported)
+            .map(|(&k, o)| (k, o.clone()))
+            .collect();
+        v.sort_by_key(|((_, a), _)| *a);
+        v
+    }
+
+    #[cfg(test)]
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.live.len(), self.destroyed.len())
+    }
+}
+
+pub static ASYNCS: ForkSafeMutex<Option<Asyncs>> = ForkSafeMutex::new(None);
+
+/// Runs `f` on the async-event counts, creating them on first use.
+pub fn with_asyncs<R>(f: impl FnOnce(&mut Asyncs) -> R) -> R {
+    let mut guard = ASYNCS.lock();
+    f(guard.get_or_insert_with(Asyncs::default))
+}
+
+/// In a child after fork(2): the parent's events are not the child's to ack.
+pub fn after_fork_in_child() {
+    *ASYNCS.lock() = None;
+}
+
+/// At exit: an async-never-acked finding per object with events got and never acked (said
+/// through the tracker), and the summary's line on async events (None when none went through).
+pub fn at_exit() -> Option<String> {
+    let (left, line) = {
+        let guard = ASYNCS.lock();
+        let q = guard.as_ref()?;
+        let line = q.tally.line("async events")?;
+        (q.never_acked(), line)
+    };
+    for ((kind, element), o) in left {
+        let what = kind.name();
+        let f = Finding::about_object(
+            Kind::AsyncNeverAcked,
+            type_name(o.last_type),
+            element,
+            o.threads.first(),
+            "exit".to_string(),
+            format!(
+                "{} async events of {what} {element:#x} never acked (got {}, acked {}, the last {}; got by {}): ibv_destroy_{what}({what}) would wait for them forever",
+                o.owed(),
+                o.got,
+                o.acked,
+                type_name(o.last_type),
+                o.threads.describe()
+            ),
+        );
+        crate::track::with_state(|s| s.add_finding(f));
+    }
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QP: usize = 0xa000;
+    const SQ_DRAINED: i32 = 5;
+    const PORT_ERR: i32 = 10;
+    const SRQ_LIMIT: i32 = 15;
+
+    #[test]
+    fn types_name_their_objects() {
+        assert_eq!(Object::of_event(0), Some(Object::Cq));
+        assert_eq!(Object::of_event(SQ_DRAINED), Some(Object::Qp));
+        assert_eq!(Object::of_event(16), Some(Object::Qp));
+        assert_eq!(Object::of_event(SRQ_LIMIT), Some(Object::Srq));
+        assert_eq!(Object::of_event(19), Some(Object::Wq));
+        assert_eq!(Object::of_event(PORT_ERR), None);
+        assert_eq!(type_name(SQ_DRAINED), "SQ_DRAINED");
+        assert_eq!(type_name(19), "WQ_FATAL");
+        assert_eq!(type_name(-1), "UNKNOWN");
+        assert_eq!(type_name(20), "UNKNOWN");
+    }
+
+    #[test]
+    fn port_events_are_counted_never_judged() {
+        let mut q = Asyncs::default();
+        q.got(PORT_ERR, 1, 7, 0);
+        let v = q.ack(PORT_ERR, 1, true);
+        assert_eq!(
+            v,
+            AckVerdict {
+                pass: true,
+                issue: None
+            }
+        );
+        assert_eq!(q.ack(PORT_ERR, 1, true).issue, None);
+        assert_eq!(q.sizes(), (0, 0));
+        assert_eq!((q.tally.got, q.tally.acked), (1, 2));
+    }
+
+    #[test]
+    fn balanced_then_destroyed() {
+        let mut q = Asyncs::default();
+        q.got(SQ_DRAINED, QP, 7, 0x100);
+        let o = q.destroying(Object::Qp, QP).unwrap();
+        assert_eq!(
+            (o.got, o.acked, o.last_type, o.last_get),
+            (1, 0, SQ_DRAINED, 0x100)
+        );
+        // A CQ at the same address is another object.
+        assert_eq!(q.destroying(Object::Cq, QP), None);
+        assert_eq!(q.ack(SQ_DRAINED, QP, false).issue, None);
+        assert_eq!(q.destroying(Object::Qp, QP), None);
+        q.destroyed(Object::Qp, QP, 0);
+        assert_eq!(q.sizes(), (0, 1));
+        assert!(q.never_acked().is_empty());
+    }
+
+    #[test]
+    fn double_ack_passes_in_audit_and_is_absorbed_in_safe() {
+        let mut audit = Asyncs::default();
+        audit.got(SQ_DRAINED, QP, 7, 0);
+        audit.ack(SQ_DRAINED, QP, false);
+        let v = audit.ack(SQ_DRAINED, QP, false);
+        assert!(v.pass);
+        let Some(AckIssue::DoubleAck(before)) = v.issue else {
+            panic!("not a double ack: {v:?}")
+        };
+        assert_eq!((before.got, before.acked), (1, 1));
+        assert_eq!(audit.destroying(Object::Qp, QP).unwrap().acked, 2);
+
+        let mut safe = Asyncs::default();
+        safe.got(SQ_DRAINED, QP, 7, 0);
+        safe.ack(SQ_DRAINED, QP, true);
+        let v = safe.ack(SQ_DRAINED, QP, true);
+        assert!(!v.pass);
+        assert!(matches!(v.issue, Some(AckIssue::DoubleAck(_))));
+        assert_eq!(safe.destroying(Object::Qp, QP), None);
+        assert_eq!(safe.tally.absorbed, 1);
+    }
+
+    #[test]
+    fn safe_destroy_prepays_then_absorbs_the_late_ack() {
+        let mut q = Asyncs::default();
+        q.got(SRQ_LIMIT, QP, 7, 0);
+        assert_eq!(q.prepay(Object::Srq, QP), (1, SRQ_LIMIT));
+        assert_eq!(q.destroying(Object::Srq, QP), None);
+        // The destroy failed: the program's own ack is the one safe mode made, absorbed.
+        q.destroyed(Object::Srq, QP, -1);
+        assert_eq!(
+            q.ack(SRQ_LIMIT, QP, true),
+            AckVerdict {
+                pass: false,
+                issue: None
+            }
+        );
+        // Again, and the destroy returns: the late ack is named and kept from the freed SRQ.
+        q.got(SRQ_LIMIT, QP, 7, 0);
+        q.prepay(Object::Srq, QP);
+        q.destroyed(Object::Srq, QP, 0);
+        let v = q.ack(SRQ_LIMIT, QP, true);
+        assert_eq!(
+            v,
+            AckVerdict {
+                pass: false,
+                issue: Some(AckIssue::AfterDestroy { prepaid: 1 })
+            }
+        );
+        // Audit passes it on, as without cmsafe.
+        assert!(q.ack(SRQ_LIMIT, QP, false).pass);
+        assert_eq!((q.tally.cmsafe_acked, q.tally.absorbed), (2, 2));
+        // A new SRQ at the same address starts afresh.
+        q.got(SRQ_LIMIT, QP, 9, 0);
+        assert_eq!(
+            q.ack(SRQ_LIMIT, QP, true),
+            AckVerdict {
+                pass: true,
+                issue: None
+            }
+        );
+    }
+
+    #[test]
+    fn never_acked_skips_reported() {
+        let mut q = Asyncs::default();
+        q.got(SQ_DRAINED, QP, 7, 0);
+        q.got(SRQ_LIMIT, 0xb000, 8, 0);
+        q.got(0, 0xc000, 8, 0);
+        q.mark_reported(Object::Cq, 0xc000);
+        let left = q.never_acked();
+        assert_eq!(left.len(), 2);
+        assert_eq!(left[0].0, (Object::Qp, QP));
+        assert_eq!(left[1].1.threads.describe(), "thread 8");
+    }
+
+    #[test]
+    fn memory_stays_bounded() {
+        let mut q = Asyncs::default();
+        for i in 0..10_000usize {
+            let qp = 0x1_0000 + i * 0x100;
+            q.got(SQ_DRAINED, qp, 7, 0);
+            q.ack(SQ_DRAINED, qp, false);
+            q.destroyed(Object::Qp, qp, 0);
+            q.got(PORT_ERR, 1, 7, 0);
+        }
+        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
+        assert_eq!((q.tally.got, q.tally.acked), (20_000, 10_000));
+    }
+}

@@ -1,0 +1,107 @@
+//! The threads that got an object's events (completion or async), for findings, and the grace a
+//! destroy gives those threads to ack before it is judged.
+
+use crate::config::CONFIG;
+use crate::{track, whereis};
+
+/// Getter threads remembered per object (the first ones; more are counted only).
+pub const THREADS: usize = 4;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Getters {
+    ids: [i32; THREADS],
+    n: usize,
+    more: bool,
+}
+
+impl Getters {
+    /// `ids` as the getters, in order (tests).
+    #[cfg(test)]
+    pub fn of(ids: &[i32]) -> Self {
+        let mut g = Getters::default();
+        ids.iter().for_each(|&t| g.add(t));
+        g
+    }
+
+    pub fn add(&mut self, t: i32) {
+        if self.ids[..self.n].contains(&t) {
+            return;
+        }
+        if self.n < THREADS {
+            self.ids[self.n] = t;
+            self.n += 1;
+        } else {
+            self.more = true;
+        }
+    }
+
+    /// The first thread that got one (0: none).
+    pub fn first(&self) -> i32 {
+        self.ids[0]
+    }
+
+    /// True when `t` got them all.
+    pub fn only(&self, t: i32) -> bool {
+        self.n == 1 && !self.more && self.ids[0] == t
+    }
+
+    /// How many are remembered, and whether there were more (tests).
+    #[cfg(test)]
+    pub fn count(&self) -> (usize, bool) {
+        (self.n, self.more)
+    }
+
+    /// "thread 12" / "threads 12, 13" / "threads 12, 13, 14, 15 and others", for messages.
+    pub fn describe(&self) -> String {
+        let known: Vec<String> = self.ids[..self.n].iter().map(|t| t.to_string()).collect();
+        match (known.len(), self.more) {
+            (0, _) => "no thread".to_string(),
+            (1, false) => format!("thread {}", known[0]),
+            (_, false) => format!("threads {}", known.join(", ")),
+            (_, true) => format!("threads {} and others", known.join(", ")),
+        }
+    }
+}
+
+/// What a destroy would wait for (`probe`), once threads other than the caller that got the
+/// unacked events (`getters` of the issue, None when no thread owes an ack) had
+/// CMSAFE_LATE_ACK_MS to ack them: an event thread may be finishing its handler, as CM events get.
+pub fn settled<T>(
+    probe: impl Fn() -> Option<T>,
+    getters: impl Fn(&T) -> Option<Getters>,
+) -> Option<T> {
+    let mut issue = probe();
+    match issue.as_ref().and_then(&getters) {
+        Some(g) if !g.only(whereis::thread_id()) => {}
+        _ => return issue,
+    }
+    let start = track::now_ns();
+    while issue.as_ref().and_then(&getters).is_some()
+        && track::now_ns() - start < CONFIG.late_ack_ns
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        issue = probe();
+    }
+    issue
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_and_described() {
+        let mut g = Getters::default();
+        assert_eq!(g.describe(), "no thread");
+        g.add(7);
+        g.add(7);
+        assert!(g.only(7));
+        assert_eq!(g.describe(), "thread 7");
+        for t in 1..=10 {
+            g.add(t);
+        }
+        assert_eq!(g.count(), (THREADS, true));
+        assert_eq!(g.describe(), "threads 7, 1, 2, 3 and others");
+        assert_eq!(Getters::of(&[7, 8]).describe(), "threads 7, 8");
+    }
+}
