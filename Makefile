@@ -378,7 +378,7 @@ copy-bench: $(BENCH)/copy_path
 	    grep -E '^ +[0-9]' | head -n 16 | sed 's/^/    /' || echo "    (perf is not usable here)"; \
 	  echo; echo "and with callees (the two calls and the big steps):"; echo; \
 	  perf report -i $(BENCH)/copy.perf.data --stdio --children --sort sym -g none 2>/dev/null | \
-	    grep -E '^ +[0-9]' | grep -E 'cmsafe_event_copy$$|cmsafe_event_release$$|copy_of$$|slot::alloc$$|alloc_with$$|release_at$$|from_raw$$|take_index$$|count_type$$|coarse_ns$$|tls_get_addr' | \
+	    grep -E '^ +[0-9]' | grep -E 'cmsafe_event_copy$$|cmsafe_event_release$$|copy_of$$|alloc_copy$$|slot::alloc$$|alloc_with$$|Slab::release$$|from_raw$$|take_index$$|TypeCounts::count$$|local::with$$|coarse_ns$$|clock_gettime|tls_get_addr' | \
 	    head -n 14 | sed 's/^/    /'; \
 	  echo; cat benches/copy_path_notes.md; \
 	} | tee bench/results/copy-path.md

@@ -11,11 +11,13 @@
 //! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack, timeouts, batches).
 //! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).
 //! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
-//! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection.
-//! - `pool`: the refcounted slots events and buffers live in.
+//! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection;
+//!   `snapshot` reads the counters with what is derived from the pool and the channels.
+//! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read.
 //! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the above.
 
 pub mod channel;
+mod clock;
 pub mod cm;
 #[cfg(feature = "capi")]
 mod errno;
@@ -26,11 +28,13 @@ mod ffi;
 pub mod logging;
 mod pool;
 pub mod safe;
+mod snapshot;
 pub mod stats;
 pub mod status;
 
 pub use channel::{EventChannel, Wait};
 pub use event::{Event, PrivateData};
 pub use pool::AllocError;
-pub use stats::{snapshot as stats, Stats};
+pub use snapshot::snapshot as stats;
+pub use stats::Stats;
 pub use status::StatusKind;

@@ -1,74 +1,88 @@
-//! Refcounted values in fixed-size slots, carved out of one reserved address range per pool.
+//! Refcounted fixed-size slots in a few size classes, carved out of one reserved address range.
 //!
-//! Why not `Arc`: a C handle must be checkable. Every handle cmsafe returns lies in its pool's
-//! range at a slot boundary, and a slot's magic word says whether it is live, so `_release` of a
-//! handle already released, or of a pointer cmsafe never returned, is reported instead of
-//! corrupting memory. Freed slots wait in a FIFO quarantine before reuse, which keeps a stale
+//! Why not malloc or `Arc`: a C handle must be checkable. Every handle cmsafe returns lies in
+//! the range at a slot boundary below its class's high-water mark, and a slot's refcount says
+//! whether it is live (a slot above the mark was never handed out), so `_release` of a handle
+//! already released, or of a pointer cmsafe never returned, is reported instead of corrupting
+//! memory. Freed slots wait in a FIFO quarantine before reuse, which keeps a stale
 //! handle detectable for as long as possible. Slots are recycled, so the steady state allocates
 //! nothing, and a failed allocation is an error (ENOMEM), never an abort.
 //!
-//! Each thread keeps a small FIFO of free slots per pool, so the common alloc and release take
-//! no lock; slots move between a thread and the pool 32 at a time.
+//! Each class has its own fixed part of the range, so a slot's class and index follow from its
+//! address (a subtraction, a shift and a multiply). Slots never used are handed out in address
+//! order, so memory is touched only by slots in use or in quarantine. Each thread keeps a small
+//! FIFO of free slots per class ([`Cache`]), so the common alloc and release take no lock; slots
+//! move between a thread and the shared free lists 32 at a time.
 
-use std::cell::{RefCell, UnsafeCell};
-use std::collections::VecDeque;
-use std::marker::PhantomData;
-use std::mem::{size_of, MaybeUninit};
-use std::ptr::NonNull;
+use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::OnceCell;
 
 use crate::fault;
-use crate::stats::COUNTERS;
 
-/// Address space reserved per pool (committed as it is used).
-const RESERVE_BYTES: usize = 1 << 30;
+/// Size classes.
+pub(crate) const CLASSES: usize = 5;
+/// Address space per class (committed as it is used): a class's range is 1 << RANGE_SHIFT.
+const RANGE_SHIFT: u32 = 30;
+const RANGE: usize = 1 << RANGE_SHIFT;
 /// Committed at a time.
 const COMMIT_BYTES: usize = 64 << 10;
-/// Freed slots that must be waiting in the pool before one is reused.
+/// Freed slots that must be waiting in a class before one is reused.
 const QUARANTINE: usize = 1024;
-const MAGIC_FREE: u32 = 0xdead_f4ee;
 /// A thread reuses one of its freed slots only when it holds more than this many: a released
 /// handle stays detectable for at least this many newer allocations in its thread.
 pub(crate) const LOCAL_MIN: usize = 128;
-/// Beyond this many, a thread gives its oldest free slots back to the pool.
+/// Beyond this many, a thread gives its oldest free slots back to the shared list.
 const LOCAL_MAX: usize = 192;
-/// Slots moved between a thread and the pool at a time.
+/// Slots moved between a thread and the shared list at a time.
 const BATCH: usize = 32;
-/// Pools with a per-thread cache: see `Pool::new`'s `id`.
-const POOLS: usize = 6;
+/// A thread's ring of free slots per class: room for LOCAL_MAX + BATCH, a power of two.
+const RING: usize = 256;
+const _: () = assert!(RING >= LOCAL_MAX + BATCH && RING.is_power_of_two());
 
+/// Where a slot's value begins: after the refcount and the owner's word.
+pub(crate) const VALUE_OFFSET: usize = 8;
+
+/// Every slot begins with this.
 #[repr(C)]
-pub(crate) struct Slot<T> {
-    magic: AtomicU32,
+struct Header {
+    /// References; 0 in a free slot.
     refs: AtomicU32,
-    value: UnsafeCell<MaybeUninit<T>>,
+    /// A word the slot's owner uses as it likes (`Slab::word`).
+    word: AtomicU32,
 }
+const _: () = assert!(std::mem::size_of::<Header>() == VALUE_OFFSET);
 
 /// Allocation failed (really, or injected by a test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllocError;
 
-struct Arena {
-    base: usize,
-    /// Bytes committed; slots below `committed / slot size` exist.
-    committed: AtomicUsize,
+/// What an address is to a slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Not a slot boundary of this slab.
+    Foreign,
+    /// A slot of this slab, released.
+    Free,
+    /// A slot of this slab holding a value.
+    Live,
 }
 
-/// The pool's free slots, oldest first: a FIFO linked through the free slots themselves (each
-/// holds the index of the next in its value's first word), so it costs no memory per slot.
+const NO_SLOT: u32 = u32::MAX;
+
+/// One class's shared free slots: a FIFO of freed ones, linked through the slots themselves
+/// (each holds the index of the next in its value's first word); the never-used ones are above
+/// the class's `fresh` mark.
 struct FreeList {
     head: u32,
     tail: u32,
     len: usize,
-    /// The arena's base and the slot size, once the arena exists.
-    base: usize,
-    slot: usize,
+    /// The address of slot 0's link word, once the reservation exists.
+    first: usize,
+    size: usize,
 }
-
-const NO_SLOT: u32 = u32::MAX;
 
 impl FreeList {
     const fn new() -> Self {
@@ -76,32 +90,24 @@ impl FreeList {
             head: NO_SLOT,
             tail: NO_SLOT,
             len: 0,
-            base: 0,
-            slot: 0,
+            first: 0,
+            size: 0,
         }
     }
 
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn next_word(&self, index: u32) -> *mut u32 {
-        (self.base + index as usize * self.slot + VALUE_OFFSET) as *mut u32
+    fn link(&self, index: u32) -> *mut u32 {
+        (self.first + index as usize * self.size) as *mut u32
     }
 
     fn push_back(&mut self, index: u32) {
-        // SAFETY: a committed, free slot: its value is dead and only this list (held under the
-        // pool's lock) writes it; the word is 4-aligned (slots are 8-aligned).
-        unsafe { self.next_word(index).write(NO_SLOT) };
+        // SAFETY: a committed, free slot: its value is dead and only this list (held under its
+        // lock) writes it; the word is 4-aligned (slots are 8-aligned).
+        unsafe { self.link(index).write(NO_SLOT) };
         if self.tail == NO_SLOT {
             self.head = index;
         } else {
             // SAFETY: as above, for the current tail.
-            unsafe { self.next_word(self.tail).write(index) };
+            unsafe { self.link(self.tail).write(index) };
         }
         self.tail = index;
         self.len += 1;
@@ -112,8 +118,8 @@ impl FreeList {
             return None;
         }
         let index = self.head;
-        // SAFETY: a slot on this list: free, committed, its next word written by push_back.
-        self.head = unsafe { self.next_word(index).read() };
+        // SAFETY: a slot on this list: free, committed, its link written by push_back.
+        self.head = unsafe { self.link(index).read() };
         if self.head == NO_SLOT {
             self.tail = NO_SLOT;
         }
@@ -122,401 +128,384 @@ impl FreeList {
     }
 }
 
-/// A thread's free slots of one pool, oldest first.
-struct LocalCache {
-    free: VecDeque<u32>,
-    owner: Option<&'static dyn GiveBack>,
+struct Class {
+    /// Bytes of the class's range that are readable; slots below `committed / size` exist.
+    committed: AtomicUsize,
+    /// Slots below this were handed out at least once (written under `list`'s lock).
+    fresh: AtomicU32,
+    list: Mutex<FreeList>,
 }
 
-/// Where a thread's cache goes when the thread ends.
-trait GiveBack: Sync {
-    fn give_back(&self, indices: &mut VecDeque<u32>, count: usize);
-}
-
-impl Drop for LocalCache {
-    fn drop(&mut self) {
-        if let Some(pool) = self.owner {
-            let n = self.free.len();
-            pool.give_back(&mut self.free, n);
-        }
-    }
-}
-
-thread_local! {
-    static LOCAL: [RefCell<LocalCache>; POOLS] = const {
-        [const { RefCell::new(LocalCache { free: VecDeque::new(), owner: None }) }; POOLS]
-    };
-}
-
-pub(crate) struct Pool<T> {
-    /// Which per-thread cache this pool uses (distinct per pool, below POOLS).
-    id: usize,
-    /// What a handle of this pool is called in error reports.
+/// Slots of `CLASSES` sizes.
+pub(crate) struct Slab {
+    sizes: [usize; CLASSES],
+    /// `u64::MAX / size + 1` per class: divides and tests divisibility by a multiply
+    /// (Lemire et al., "Faster remainder by direct computation"), for offsets below 2^32.
+    recip: [u64; CLASSES],
+    /// What a handle of this slab is called in error reports.
     what: &'static str,
-    /// The magic word of a live slot: distinct per pool, so one kind of handle passed for
-    /// another is caught.
-    magic_live: u32,
-    arena: OnceCell<Arena>,
-    free: Mutex<FreeList>,
-    _values: PhantomData<T>,
+    base: OnceCell<usize>,
+    classes: [Class; CLASSES],
 }
 
-// SAFETY: values are only reached through refcounted slots; T itself must be Send + Sync.
-unsafe impl<T: Send + Sync> Sync for Pool<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Send for Pool<T> {}
+/// A thread's free slots of one class, oldest first. Cells, not a RefCell: no borrow flag to
+/// check, and nothing is held across a call.
+struct Ring {
+    index: [Cell<u32>; RING],
+    head: Cell<usize>,
+    len: Cell<usize>,
+}
 
-impl<T: Send + Sync + 'static> GiveBack for Pool<T> {
-    fn give_back(&self, indices: &mut VecDeque<u32>, count: usize) {
-        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // A linked list through the free slots: this never allocates.
-        for index in indices.drain(..count.min(indices.len())) {
-            list.push_back(index);
+impl Ring {
+    fn pop_front(&self) -> Option<u32> {
+        let len = self.len.get();
+        if len == 0 {
+            return None;
         }
+        let head = self.head.get();
+        self.head.set((head + 1) % RING);
+        self.len.set(len - 1);
+        Some(self.index[head].get())
+    }
+
+    fn push_back(&self, index: u32) {
+        let len = self.len.get();
+        debug_assert!(len < RING);
+        self.index[(self.head.get() + len) % RING].set(index);
+        self.len.set(len + 1);
     }
 }
 
-impl<T: Send + Sync + 'static> Pool<T> {
-    pub(crate) const fn new(id: usize, what: &'static str, magic_live: u32) -> Self {
-        assert!(id < POOLS);
-        Pool {
-            id,
-            what,
-            magic_live,
-            arena: OnceCell::new(),
-            free: Mutex::new(FreeList::new()),
-            _values: PhantomData,
-        }
-    }
+/// A thread's free slots of a slab, per class; they go back to the slab when the thread ends.
+pub(crate) struct Cache {
+    rings: [Ring; CLASSES],
+    owner: Cell<Option<&'static Slab>>,
+}
 
-    const SLOT: usize = size_of::<Slot<T>>();
-
-    /// Live slots, counted by their magic word: for statistics, not for hot paths.
-    #[cfg(test)]
-    pub(crate) fn live(&self) -> u64 {
-        let Some(arena) = self.arena.get() else {
-            return 0;
-        };
-        let slots = arena.committed.load(Ordering::Acquire) / Self::SLOT;
-        (0..slots)
-            .filter(|i| {
-                // SAFETY: a committed slot; its header is always initialized.
-                let slot = unsafe { &*((arena.base + i * Self::SLOT) as *const Slot<T>) };
-                slot.magic.load(Ordering::Relaxed) == self.magic_live
-            })
-            .count() as u64
-    }
-
-    fn arena(&self) -> Result<&Arena, AllocError> {
-        self.arena.get_or_try_init(|| {
-            // SAFETY: an anonymous PROT_NONE reservation; no memory is touched.
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    RESERVE_BYTES,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if base == libc::MAP_FAILED {
-                return Err(AllocError);
-            }
-            Ok(Arena {
-                base: base as usize,
-                committed: AtomicUsize::new(0),
-            })
-        })
-    }
-
-    /// Commits the next range of the arena and queues its slots. Called with the free list held.
-    fn grow(&self, arena: &Arena, list: &mut FreeList) -> Result<(), AllocError> {
-        let old = arena.committed.load(Ordering::Relaxed);
-        let new = old + COMMIT_BYTES.max(Self::SLOT.next_multiple_of(4096));
-        if new > RESERVE_BYTES {
-            return Err(AllocError);
-        }
-        let (first, last) = (old / Self::SLOT, new / Self::SLOT);
-        // SAFETY: [base+old, base+new) lies inside our reservation.
-        let rc = unsafe {
-            libc::mprotect(
-                (arena.base + old) as *mut libc::c_void,
-                new - old,
-                libc::PROT_READ | libc::PROT_WRITE,
-            )
-        };
-        if rc != 0 {
-            return Err(AllocError);
-        }
-        // Published before the slots can be handed out, so `check` sees them.
-        arena.committed.store(new, Ordering::Release);
-        list.base = arena.base;
-        list.slot = Self::SLOT;
-        for i in first..last {
-            list.push_back(i as u32);
-        }
-        Ok(())
-    }
-
-    /// A new slot holding `value` with one reference.
-    #[cfg(test)]
-    pub(crate) fn alloc(&'static self, value: T) -> Result<NonNull<Slot<T>>, AllocError> {
-        // SAFETY: the closure initializes the whole value.
-        unsafe { self.alloc_with(|p| p.write(value)) }
-    }
-
-    /// A new slot with one reference, its value written in place by `init`.
-    ///
-    /// # Safety
-    /// `init` initializes every byte of the value it is given a pointer to.
-    pub(crate) unsafe fn alloc_with(
-        &'static self,
-        init: impl FnOnce(*mut T),
-    ) -> Result<NonNull<Slot<T>>, AllocError> {
-        let index = if fault::should_fail() {
-            Err(AllocError)
-        } else {
-            self.take_index()
-        };
-        let index = index.inspect_err(|_| {
-            COUNTERS.alloc_failures.fetch_add(1, Ordering::Relaxed);
-        })?;
-        let arena = self
-            .arena
-            .get()
-            .expect("arena exists once an index was taken");
-        let slot = (arena.base + index as usize * Self::SLOT) as *mut Slot<T>;
-        // SAFETY: the slot is committed, aligned (base is page-aligned and the slot size is a
-        // multiple of its alignment) and ours alone: it just left the free list.
-        unsafe {
-            init((*slot).value.get().cast::<T>());
-            (*slot).refs.store(1, Ordering::Relaxed);
-            (*slot).magic.store(self.magic_live, Ordering::Release);
-        }
-        // SAFETY: not null: inside the arena.
-        Ok(unsafe { NonNull::new_unchecked(slot) })
-    }
-
-    /// A free slot: from this thread's cache, refilled from the pool a batch at a time.
-    fn take_index(&'static self) -> Result<u32, AllocError> {
-        let local = LOCAL.try_with(|caches| {
-            let mut cache = caches[self.id].borrow_mut();
-            if cache.owner.is_none() {
-                cache
-                    .free
-                    .try_reserve(LOCAL_MAX + BATCH)
-                    .map_err(|_| AllocError)?;
-                cache.owner = Some(self);
-            }
-            // Keep more than LOCAL_MIN waiting, so a slot freed here is reused only after at
-            // least LOCAL_MIN newer allocations.
-            while cache.free.len() <= LOCAL_MIN {
-                let before = cache.free.len();
-                self.refill(&mut cache.free)?;
-                if cache.free.len() == before {
-                    break;
+impl Cache {
+    pub(crate) const fn new() -> Self {
+        Cache {
+            rings: [const {
+                Ring {
+                    index: [const { Cell::new(0) }; RING],
+                    head: Cell::new(0),
+                    len: Cell::new(0),
                 }
+            }; CLASSES],
+            owner: Cell::new(None),
+        }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if let Some(slab) = self.owner.get() {
+            for (class, ring) in self.rings.iter().enumerate() {
+                slab.give_back(class, ring, ring.len.get());
             }
-            cache.free.pop_front().ok_or(AllocError)
-        });
-        // During thread teardown the cache is gone: use the pool directly.
-        local.unwrap_or_else(|_| self.take_index_global())
+        }
+    }
+}
+
+impl Slab {
+    /// `sizes`: each a multiple of 8, at least 16 (header and link word), at most 2^20.
+    pub(crate) const fn new(sizes: [usize; CLASSES], what: &'static str) -> Self {
+        let mut recip = [0; CLASSES];
+        let mut i = 0;
+        while i < CLASSES {
+            assert!(sizes[i] % 8 == 0 && sizes[i] >= 16 && sizes[i] <= 1 << 20);
+            recip[i] = u64::MAX / sizes[i] as u64 + 1;
+            i += 1;
+        }
+        Slab {
+            sizes,
+            recip,
+            what,
+            base: OnceCell::new(),
+            classes: [const {
+                Class {
+                    committed: AtomicUsize::new(0),
+                    fresh: AtomicU32::new(0),
+                    list: Mutex::new(FreeList::new()),
+                }
+            }; CLASSES],
+        }
     }
 
-    /// The pool's free list, locked, grown first when it holds `keep` slots or fewer: growing
-    /// keeps recently freed slots in quarantine. When growing fails the slots there are reused;
-    /// an error only when there are none.
-    fn free_list(&self, keep: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
-        let arena = self.arena()?;
-        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if list.len() <= keep && self.grow(arena, &mut list).is_err() && list.is_empty() {
-            return Err(AllocError);
+    fn base(&self) -> Result<usize, AllocError> {
+        self.base
+            .get_or_try_init(|| {
+                // SAFETY: an anonymous PROT_NONE reservation; no memory is touched.
+                let base = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        CLASSES * RANGE,
+                        libc::PROT_NONE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                        -1,
+                        0,
+                    )
+                };
+                if base == libc::MAP_FAILED {
+                    return Err(AllocError);
+                }
+                Ok(base as usize)
+            })
+            .copied()
+    }
+
+    fn slot_addr(&self, base: usize, class: usize, index: u32) -> usize {
+        base + (class << RANGE_SHIFT) + index as usize * self.sizes[class]
+    }
+
+    /// The class's shared list, locked, its addresses known.
+    fn list(&self, class: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
+        let base = self.base()?;
+        let mut list = self.classes[class]
+            .list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if list.first == 0 {
+            list.first = base + (class << RANGE_SHIFT) + VALUE_OFFSET;
+            list.size = self.sizes[class];
         }
         Ok(list)
     }
 
-    /// Moves a batch from the pool to this thread's cache; fails only when both are empty.
-    fn refill(&self, local: &mut VecDeque<u32>) -> Result<(), AllocError> {
-        let mut list = match self.free_list(QUARANTINE + BATCH) {
+    /// A never-used slot, committing more of the range when needed.
+    fn take_fresh(&self, class: usize, list: &mut FreeList) -> Option<u32> {
+        let size = self.sizes[class];
+        // Only ever written under the list's lock, which the caller holds.
+        let fresh = self.classes[class].fresh.load(Ordering::Relaxed);
+        let end = (fresh as usize + 1) * size;
+        let committed = &self.classes[class].committed;
+        let old = committed.load(Ordering::Relaxed);
+        if end > old {
+            let new = old + COMMIT_BYTES.max(size.next_multiple_of(4096));
+            if new > RANGE {
+                return None;
+            }
+            let start = list.first - VALUE_OFFSET + old;
+            // SAFETY: [start, start + new - old) lies inside this class's reserved range.
+            let rc = unsafe {
+                libc::mprotect(
+                    start as *mut libc::c_void,
+                    new - old,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            if rc != 0 {
+                return None;
+            }
+            // Published before the slot is handed out, so `locate` sees it.
+            committed.store(new, Ordering::Release);
+        }
+        self.classes[class]
+            .fresh
+            .store(fresh + 1, Ordering::Release);
+        Some(fresh)
+    }
+
+    /// A slot for the shared list's caller: a freed one once more than `keep` wait in
+    /// quarantine, else a never-used one; when there is none of those, a quarantined one.
+    fn take_shared(&self, class: usize, list: &mut FreeList, keep: usize) -> Option<u32> {
+        if list.len > keep {
+            return list.pop_front();
+        }
+        self.take_fresh(class, list).or_else(|| list.pop_front())
+    }
+
+    /// A free slot of `class`: from the thread's cache (refilled a batch at a time), else from
+    /// the shared list.
+    fn take_index(&'static self, class: usize, cache: Option<&Cache>) -> Result<u32, AllocError> {
+        let Some(cache) = cache else {
+            let mut list = self.list(class)?;
+            return self
+                .take_shared(class, &mut list, QUARANTINE)
+                .ok_or(AllocError);
+        };
+        if cache.owner.get().is_none() {
+            cache.owner.set(Some(self));
+        }
+        let ring = &cache.rings[class];
+        // Keep more than LOCAL_MIN waiting, so a slot freed here is reused only after at least
+        // LOCAL_MIN newer allocations.
+        if ring.len.get() <= LOCAL_MIN {
+            self.refill(class, ring)?;
+        }
+        ring.pop_front().ok_or(AllocError)
+    }
+
+    #[cold]
+    fn refill(&self, class: usize, ring: &Ring) -> Result<(), AllocError> {
+        let mut list = match self.list(class) {
             Ok(list) => list,
-            Err(e) if local.is_empty() => return Err(e),
+            Err(e) if ring.len.get() == 0 => return Err(e),
             Err(_) => return Ok(()),
         };
-        let n = BATCH.min(list.len());
-        local.extend(std::iter::from_fn(|| list.pop_front()).take(n));
+        while ring.len.get() <= LOCAL_MIN {
+            for _ in 0..BATCH {
+                match self.take_shared(class, &mut list, QUARANTINE + BATCH) {
+                    Some(index) => ring.push_back(index),
+                    // Out of memory: what the ring holds is used, quarantine or not.
+                    None if ring.len.get() > 0 => return Ok(()),
+                    None => return Err(AllocError),
+                }
+            }
+        }
         Ok(())
     }
 
-    fn take_index_global(&self) -> Result<u32, AllocError> {
-        self.free_list(QUARANTINE)?.pop_front().ok_or(AllocError)
+    /// Moves the `count` oldest slots of `ring` to the shared list.
+    fn give_back(&self, class: usize, ring: &Ring, count: usize) {
+        let Ok(mut list) = self.list(class) else {
+            return;
+        };
+        // A linked list through the free slots: this never allocates.
+        for _ in 0..count {
+            match ring.pop_front() {
+                Some(index) => list.push_back(index),
+                None => break,
+            }
+        }
     }
 
-    /// Whether `ptr` is a slot of this pool, and the slot; no claim about its liveness.
-    fn slot_of(&self, ptr: *const u8) -> Option<&Slot<T>> {
-        let arena = self.arena.get()?;
-        let offset = (ptr as usize).checked_sub(arena.base)?;
-        if offset % Self::SLOT != 0 || offset + Self::SLOT > arena.committed.load(Ordering::Acquire)
+    /// A new slot of `class` with one reference, its value (from [`VALUE_OFFSET`]) written in
+    /// place by `init`, given the slot's address.
+    ///
+    /// # Safety
+    /// `init` writes only inside the slot's value, and whatever its readers read.
+    pub(crate) unsafe fn alloc_with(
+        &'static self,
+        class: usize,
+        cache: Option<&Cache>,
+        init: impl FnOnce(*mut u8),
+    ) -> Result<*const u8, AllocError> {
+        if fault::should_fail() {
+            return Err(AllocError);
+        }
+        let index = self.take_index(class, cache)?;
+        let base = *self.base.get().expect("a slot was taken");
+        let slot = self.slot_addr(base, class, index) as *mut u8;
+        init(slot);
+        // Published: a thread that is handed the slot sees what `init` wrote.
+        Self::header(slot).refs.store(1, Ordering::Release);
+        Ok(slot)
+    }
+
+    /// The class and index of the committed slot at `ptr`; None when `ptr` is not one.
+    fn locate(&self, ptr: *const u8) -> Option<(usize, u32)> {
+        let offset = (ptr as usize).checked_sub(*self.base.get()?)?;
+        let class = offset >> RANGE_SHIFT;
+        if class >= CLASSES {
+            return None;
+        }
+        let within = (offset & (RANGE - 1)) as u64;
+        let recip = self.recip[class];
+        // Lemire's test: `within` is a multiple of the size iff this product is below recip.
+        if within.wrapping_mul(recip) >= recip
+            || within as usize + self.sizes[class]
+                > self.classes[class].committed.load(Ordering::Acquire)
         {
             return None;
         }
-        // SAFETY: a committed, aligned slot of our arena; its header is always initialized
-        // (zero before first use, then magic/refs).
-        Some(unsafe { &*(ptr as *const Slot<T>) })
+        Some((class, ((recip as u128 * within as u128) >> 64) as u32))
     }
 
-    /// The live slot behind a handle; reports and aborts on anything else.
-    #[cfg(test)]
-    pub(crate) fn check(&self, ptr: *const u8, op: &str) -> &Slot<T> {
-        let Some(slot) = self.slot_of(ptr) else {
-            misuse(format_args!(
-                "{op}({ptr:p}): not a {} cmsafe returned",
-                self.what
-            ))
-        };
-        match slot.magic.load(Ordering::Acquire) {
-            m if m == self.magic_live => slot,
-            MAGIC_FREE => misuse(format_args!(
-                "{op}({ptr:p}): this {} was already released (double release or use after release)",
-                self.what
-            )),
-            _ => misuse(format_args!(
-                "{op}({ptr:p}): not a {} cmsafe returned",
-                self.what
-            )),
+    fn header(slot: *const u8) -> &'static Header {
+        // SAFETY: callers pass committed slots; a header is always initialized (zero before
+        // first use, then the refcount) and committed memory is never given back.
+        unsafe { &*(slot as *const Header) }
+    }
+
+    pub(crate) fn classify(&self, ptr: *const u8) -> SlotState {
+        match self.locate(ptr) {
+            Some((class, index)) if index < self.classes[class].fresh.load(Ordering::Acquire) => {
+                if Self::refs(ptr) > 0 {
+                    SlotState::Live
+                } else {
+                    SlotState::Free
+                }
+            }
+            _ => SlotState::Foreign,
         }
     }
 
-    /// The value of a live slot.
-    #[cfg(test)]
-    pub(crate) fn value<'a>(&self, slot: &'a Slot<T>) -> &'a T {
-        // SAFETY: a live slot holds an initialized value that only its last release drops.
-        unsafe { (*slot.value.get()).assume_init_ref() }
+    /// The owner's word of a committed slot.
+    pub(crate) fn word<'a>(slot: *const u8) -> &'a AtomicU32 {
+        &Self::header(slot).word
     }
 
-    pub(crate) fn retain(&self, slot: &Slot<T>) {
-        slot.refs.fetch_add(1, Ordering::Relaxed);
+    /// The references a live slot holds now.
+    pub(crate) fn refs(slot: *const u8) -> u32 {
+        Self::header(slot).refs.load(Ordering::Acquire)
     }
 
-    /// Gives one reference back; the last one drops the value and queues the slot.
-    pub(crate) fn release(&self, slot: &Slot<T>, op: &str) {
-        let before = if slot.refs.load(Ordering::Acquire) == 1 {
+    /// One more reference to a live slot.
+    pub(crate) fn retain(slot: *const u8) {
+        Self::header(slot).refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives one reference back to a live slot of this slab; the last one frees the slot, into
+    /// `cache` when there is one. The value needs no drop.
+    pub(crate) fn release(&'static self, slot: *const u8, cache: Option<&Cache>, op: &str) {
+        let header = Self::header(slot);
+        let before = if header.refs.load(Ordering::Acquire) == 1 {
             // The one reference left is the caller's: no other thread can retain or release
             // (both take a reference), so no read-modify-write is needed to drop it.
-            slot.refs.store(0, Ordering::Relaxed);
+            header.refs.store(0, Ordering::Relaxed);
             1
         } else {
-            slot.refs.fetch_sub(1, Ordering::Release)
+            header.refs.fetch_sub(1, Ordering::Release)
         };
         if before == 0 {
             misuse(format_args!(
-                "{op}({:p}): this {} has no reference left (released more often than retained)",
-                slot as *const Slot<T>, self.what
+                "{op}({slot:p}): this {} has no reference left (released more often than retained)",
+                self.what
             ));
         }
         if before != 1 {
             return;
         }
         fence(Ordering::Acquire);
-        // SAFETY: the last reference: nobody else can reach the value. Dropped before the cache
-        // is borrowed: the value may hold references into other pools.
-        unsafe { (*slot.value.get()).assume_init_drop() };
-        slot.magic.store(MAGIC_FREE, Ordering::Release);
-        let arena = self.arena.get().expect("a live slot has an arena");
-        let index = (((slot as *const Slot<T> as usize) - arena.base) / Self::SLOT) as u32;
-        let cached = LOCAL.try_with(|caches| {
-            let mut cache = caches[self.id].borrow_mut();
-            if cache.owner.is_none() {
-                return false;
+        let (class, index) = self.locate(slot).expect("a live slot of this slab");
+        match cache {
+            // Also on a thread that only releases (copies cross threads): its cache fills up
+            // and hands slots back BATCH at a time, one lock per batch.
+            Some(cache) => {
+                if cache.owner.get().is_none() {
+                    cache.owner.set(Some(self));
+                }
+                let ring = &cache.rings[class];
+                ring.push_back(index);
+                if ring.len.get() > LOCAL_MAX {
+                    self.give_back(class, ring, BATCH);
+                }
             }
-            // Capacity for LOCAL_MAX + BATCH was reserved when the cache was made.
-            cache.free.push_back(index);
-            if cache.free.len() > LOCAL_MAX {
-                self.give_back(&mut cache.free, BATCH);
+            None => {
+                if let Ok(mut list) = self.list(class) {
+                    list.push_back(index);
+                }
             }
-            true
-        });
-        if cached != Ok(true) {
-            self.give_back_one(index);
         }
     }
 
-    fn give_back_one(&self, index: u32) {
-        let mut list = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // A linked list through the free slots: this never allocates.
-        list.push_back(index);
-    }
-}
-
-/// What an address is to a pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SlotState {
-    /// Not a slot boundary of this pool.
-    Foreign,
-    /// A slot of this pool, released.
-    Free,
-    /// A slot of this pool holding a value.
-    Live,
-}
-
-/// A pool seen through slot addresses: for one kind of value kept in several pools (size
-/// classes), so that its handles need not know a slot's size. `slot` arguments are addresses
-/// of live slots of this pool.
-pub(crate) trait SlotPool: Sync {
-    fn classify(&self, ptr: *const u8) -> SlotState;
-    fn retain_at(&self, slot: *const u8);
-    /// Gives one reference back; the last one frees the slot.
-    fn release_at(&self, slot: *const u8, op: &str);
     /// Live slots for which `f` (given the slot's address) holds; for statistics.
-    fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64;
-}
-
-impl<T: Send + Sync + 'static> SlotPool for Pool<T> {
-    fn classify(&self, ptr: *const u8) -> SlotState {
-        match self.slot_of(ptr) {
-            None => SlotState::Foreign,
-            Some(slot) => match slot.magic.load(Ordering::Acquire) {
-                m if m == self.magic_live => SlotState::Live,
-                MAGIC_FREE => SlotState::Free,
-                _ => SlotState::Foreign,
-            },
-        }
-    }
-
-    fn retain_at(&self, slot: *const u8) {
-        // SAFETY: per the trait, a live slot of this pool.
-        self.retain(unsafe { &*(slot as *const Slot<T>) });
-    }
-
-    fn release_at(&self, slot: *const u8, op: &str) {
-        // SAFETY: per the trait, a live slot of this pool.
-        self.release(unsafe { &*(slot as *const Slot<T>) }, op);
-    }
-
-    fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64 {
-        let Some(arena) = self.arena.get() else {
+    pub(crate) fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64 {
+        let Some(&base) = self.base.get() else {
             return 0;
         };
-        let slots = arena.committed.load(Ordering::Acquire) / Self::SLOT;
-        (0..slots)
-            .map(|i| (arena.base + i * Self::SLOT) as *const u8)
-            .filter(|&p| self.classify(p) == SlotState::Live && f(p))
-            .count() as u64
+        let mut n = 0;
+        for class in 0..CLASSES {
+            let size = self.sizes[class];
+            let slots = self.classes[class].committed.load(Ordering::Acquire) / size;
+            n += (0..slots as u32)
+                .map(|i| self.slot_addr(base, class, i) as *const u8)
+                .filter(|&p| self.classify(p) == SlotState::Live && f(p))
+                .count() as u64;
+        }
+        n
     }
-}
-
-/// Where a slot's value begins: after the magic word and the refcount.
-pub(crate) const VALUE_OFFSET: usize = 8;
-const _: () = assert!(std::mem::offset_of!(Slot<u64>, value) == VALUE_OFFSET);
-const _: () = assert!(std::mem::offset_of!(Slot<u64>, refs) == 4);
-
-/// The references a slot of any pool holds now, from its address.
-///
-/// # Safety
-/// `slot` is a committed slot of some pool (its header is always initialized).
-pub(crate) unsafe fn refs_of(slot: *const u8) -> u32 {
-    // SAFETY: per the contract; `refs` is at offset 4 of every `Slot` (repr(C), asserted above).
-    unsafe { &*(slot.add(4) as *const AtomicU32) }.load(Ordering::Acquire)
 }
 
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
@@ -532,60 +521,103 @@ pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
 mod tests {
     use super::*;
 
-    static POOL: Pool<[u64; 4]> = Pool::new(3, "test value", 0x7e57_0001);
-    /// `live` counts the whole pool: tests that assert it must not overlap.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    fn ptr(slot: NonNull<Slot<[u64; 4]>>) -> *const u8 {
-        slot.as_ptr() as *const u8
+    static SLAB: Slab = Slab::new([16, 24, 40, 144, 624], "test value");
+    thread_local! {
+        static CACHE: Cache = const { Cache::new() };
     }
+
+    fn alloc(class: usize, value: u64) -> *const u8 {
+        CACHE.with(|c| {
+            // SAFETY: writes the first word of the value, inside every class's slot.
+            unsafe {
+                SLAB.alloc_with(class, Some(c), |s| {
+                    (s.add(VALUE_OFFSET) as *mut u64).write(value)
+                })
+            }
+            .unwrap()
+        })
+    }
+
+    fn release(slot: *const u8) {
+        CACHE.with(|c| SLAB.release(slot, Some(c), "test"));
+    }
+
+    fn live() -> u64 {
+        SLAB.count_live(&|_| true)
+    }
+
+    /// `live` counts the whole slab: tests that assert it must not overlap.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn values_live_until_the_last_reference() {
         let _serial = SERIAL.lock().unwrap();
-        let base = POOL.live();
-        let a = POOL.alloc([1, 2, 3, 4]).unwrap();
-        let slot = POOL.check(ptr(a), "test");
-        assert_eq!(POOL.value(slot), &[1, 2, 3, 4]);
-        POOL.retain(slot);
-        POOL.release(slot, "test");
-        assert_eq!(POOL.live(), base + 1, "one reference left");
-        assert_eq!(POOL.value(POOL.check(ptr(a), "test")), &[1, 2, 3, 4]);
-        POOL.release(slot, "test");
-        assert_eq!(POOL.live(), base);
+        let base = live();
+        let a = alloc(3, 42);
+        assert_eq!(SLAB.classify(a), SlotState::Live);
+        assert_eq!(SLAB.locate(a).map(|(class, _)| class), Some(3));
+        Slab::retain(a);
+        release(a);
+        assert_eq!(live(), base + 1, "one reference left");
+        release(a);
+        assert_eq!(live(), base);
         // The released slot is known as such, not mistaken for live.
-        assert_eq!(slot.magic.load(Ordering::Relaxed), MAGIC_FREE);
+        assert_eq!(SLAB.classify(a), SlotState::Free);
     }
 
     #[test]
     fn freed_slots_wait_in_quarantine_before_reuse() {
         let _serial = SERIAL.lock().unwrap();
-        let first = POOL.alloc([9; 4]).unwrap();
-        POOL.release(POOL.check(ptr(first), "test"), "test");
-        let mut later = Vec::new();
-        // This thread's cache hands out its oldest free slots first, and only while it holds
-        // more than LOCAL_MIN of them.
-        for _ in 0..LOCAL_MIN {
-            let s = POOL.alloc([0; 4]).unwrap();
-            assert_ne!(s, first, "a freed slot came back within the quarantine");
-            later.push(s);
-        }
-        for s in later {
-            POOL.release(POOL.check(ptr(s), "test"), "test");
+        for class in 0..CLASSES {
+            let first = alloc(class, 9);
+            release(first);
+            // This thread's cache hands out its oldest free slots first, and only while it
+            // holds more than LOCAL_MIN of them.
+            let later: Vec<_> = (0..LOCAL_MIN).map(|_| alloc(class, 0)).collect();
+            assert!(!later.contains(&first), "a freed slot came back early");
+            later.into_iter().for_each(release);
         }
     }
 
     #[test]
-    fn pointers_outside_the_pool_are_not_slots() {
+    fn slots_released_on_another_thread_are_reused() {
         let _serial = SERIAL.lock().unwrap();
-        let s = POOL.alloc([0; 4]).unwrap();
+        let base = live();
+        let slots: Vec<usize> = (0..1000).map(|i| alloc(1, i) as usize).collect();
+        std::thread::spawn(move || slots.into_iter().for_each(|s| release(s as *const u8)))
+            .join()
+            .unwrap();
+        assert_eq!(live(), base);
+    }
+
+    #[test]
+    fn pointers_outside_the_slab_are_not_slots() {
+        let _serial = SERIAL.lock().unwrap();
+        let s = alloc(4, 1);
         let local = 5u64;
-        assert!(POOL.slot_of(&local as *const u64 as *const u8).is_none());
-        assert!(
-            POOL.slot_of(ptr(s).wrapping_add(8)).is_none(),
+        assert_eq!(
+            SLAB.classify(&local as *const u64 as *const u8),
+            SlotState::Foreign
+        );
+        assert_eq!(
+            SLAB.classify(s.wrapping_add(8)),
+            SlotState::Foreign,
             "not at a slot boundary"
         );
-        assert!(POOL.slot_of(ptr(s)).is_some());
-        POOL.release(POOL.check(ptr(s), "test"), "test");
+        assert_eq!(SLAB.classify(s), SlotState::Live);
+        release(s);
+    }
+
+    #[test]
+    fn division_by_multiply_is_exact() {
+        for size in [16usize, 24, 144, 200, 272, 400, 624] {
+            let recip = u64::MAX / size as u64 + 1;
+            for within in (0..1u64 << 20).chain((RANGE as u64 - 4096)..RANGE as u64) {
+                let divisible = within.wrapping_mul(recip) < recip;
+                assert_eq!(divisible, within % size as u64 == 0, "{within} % {size}");
+                let q = ((recip as u128 * within as u128) >> 64) as u64;
+                assert_eq!(q, within / size as u64);
+            }
+        }
     }
 }

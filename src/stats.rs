@@ -58,20 +58,41 @@ struct TypeBlock {
 static BLOCKS: Mutex<Vec<&'static TypeBlock>> = Mutex::new(Vec::new());
 static SPARE: Mutex<Vec<&'static TypeBlock>> = Mutex::new(Vec::new());
 
-/// This thread's block, handed back to SPARE when the thread ends.
-struct Mine(Cell<Option<&'static TypeBlock>>);
+/// A thread's per-type counters, kept in its thread-local block; handed back to SPARE when the
+/// thread ends.
+pub(crate) struct TypeCounts(Cell<Option<&'static TypeBlock>>);
 
-impl Drop for Mine {
+impl TypeCounts {
+    pub(crate) const fn new() -> Self {
+        TypeCounts(Cell::new(None))
+    }
+
+    /// Counts one event of type `t`.
+    pub(crate) fn count(&self, t: u32) {
+        let i = (t as usize).min(EVENT_TYPES);
+        let block = match self.0.get() {
+            Some(b) => b,
+            None => match new_block() {
+                Some(b) => {
+                    self.0.set(Some(b));
+                    b
+                }
+                // No memory for a block: the shared counter.
+                None => return count_type_shared(t),
+            },
+        };
+        let c = &block.by_type[i];
+        c.store(c.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+impl Drop for TypeCounts {
     fn drop(&mut self) {
         if let Some(block) = self.0.take() {
             // Capacity for every block was reserved when it was made: this never allocates.
             lock(&SPARE).push(block);
         }
     }
-}
-
-thread_local! {
-    static MINE: Mine = const { Mine(Cell::new(None)) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -102,29 +123,13 @@ fn new_block() -> Option<&'static TypeBlock> {
     Some(block)
 }
 
-pub(crate) fn count_type(t: u32) {
-    let i = (t as usize).min(EVENT_TYPES);
-    let counted = MINE.try_with(|mine| {
-        let block = match mine.0.get() {
-            Some(b) => b,
-            None => {
-                let b = new_block()?;
-                mine.0.set(Some(b));
-                b
-            }
-        };
-        let c = &block.by_type[i];
-        c.store(c.load(Relaxed) + 1, Relaxed);
-        Some(())
-    });
-    if !matches!(counted, Ok(Some(()))) {
-        // No block (thread teardown, or no memory for one): the shared counter.
-        COUNTERS.by_type[i].fetch_add(1, Relaxed);
-    }
+/// Counts one event of type `t` where a thread has no block (its thread-locals are gone).
+pub(crate) fn count_type_shared(t: u32) {
+    COUNTERS.by_type[(t as usize).min(EVENT_TYPES)].fetch_add(1, Relaxed);
 }
 
-/// The counters now.
-pub fn snapshot() -> Stats {
+/// Events counted by type so far, over every thread.
+pub(crate) fn by_type() -> [u64; EVENT_TYPE_SLOTS] {
     let mut by_type = [0; EVENT_TYPE_SLOTS];
     for (out, c) in by_type.iter_mut().zip(COUNTERS.by_type.iter()) {
         *out = c.load(Relaxed);
@@ -134,18 +139,5 @@ pub fn snapshot() -> Stats {
             *out += c.load(Relaxed);
         }
     }
-    // Derived rather than counted, to keep atomics off the copy path: every copy takes a
-    // sequence number, and a copy not live any more was released.
-    let live_events = crate::event::live_events();
-    let fetched = crate::event::copied();
-    Stats {
-        fetched,
-        acked: COUNTERS.acked.load(Relaxed),
-        released: fetched.saturating_sub(live_events),
-        live_events,
-        live_buffers: crate::event::live_buffers(),
-        pending: crate::channel::pending_events(),
-        alloc_failures: COUNTERS.alloc_failures.load(Relaxed),
-        by_type,
-    }
+    by_type
 }

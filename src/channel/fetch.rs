@@ -16,8 +16,9 @@ use std::io;
 
 use super::lock::Deadline;
 use super::state::{self, RawEvent};
+use crate::clock::monotonic_ns;
 use crate::cm::{rdma_ack_cm_event, rdma_cm_event, rdma_event_channel, rdma_get_cm_event};
-use crate::event::{monotonic_ns, Event};
+use crate::event::Event;
 use crate::stats::COUNTERS;
 
 /// How long a fetch may wait for the first event.

@@ -146,7 +146,7 @@ mod tests {
     use std::time::Duration;
 
     fn now_ns() -> u64 {
-        crate::event::monotonic_ns()
+        crate::clock::monotonic_ns()
     }
 
     #[test]

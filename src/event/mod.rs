@@ -2,6 +2,7 @@
 
 mod copy;
 mod describe;
+mod local;
 mod private_data;
 mod slot;
 
@@ -11,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 
+use crate::clock::coarse_ns;
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
 use crate::pool::AllocError;
 #[cfg(feature = "capi")]
@@ -45,7 +47,7 @@ pub(crate) fn live_events() -> u64 {
 /// Private data buffers still referenced, by their event or on their own.
 pub(crate) fn live_buffers() -> u64 {
     // SAFETY: `count_live` passes live slots only.
-    slot::count_live(&|s| unsafe { slot::head(s) }.flags & HAS_PD != 0)
+    slot::count_live(&|s| unsafe { slot::head(s) }.flags() & HAS_PD != 0)
 }
 
 /// The length a `sockaddr` of `family` is stored at: its family's own struct, 16 bytes (a
@@ -106,11 +108,44 @@ impl Event {
             // SAFETY: a live cm_id.
             unsafe { status::transport_of((*id).verbs) }
         };
-        // SAFETY: every head field but class and buf_refs is written, and the tail only within
-        // `sizes`; the sources hold at least the lengths copied (the storage is 128 bytes).
-        let slot = unsafe {
-            slot::alloc(sizes, 0, |head, tail| {
+        // One thread-local lookup for the slot and the type counter.
+        local::with(|local| {
+            // SAFETY: `raw` is valid per the contract; `private_data` and the addresses are
+            // its own (the id's storage is 128 bytes, more than any length copied).
+            let slot = unsafe {
+                Self::alloc_copy(raw, local, sizes, private_data, kind, transport, (src, dst))
+            }?;
+            match local {
+                Some(l) => l.types.count(event_type),
+                None => crate::stats::count_type_shared(event_type),
+            }
+            // SAFETY: not NULL: a slot address.
+            Ok(Event(unsafe { NonNull::new_unchecked(slot as *mut u8) }))
+        })
+    }
+
+    /// The slot of `copy_of`, written.
+    ///
+    /// # Safety
+    /// As `copy_of`; `private_data` is `raw`'s, the addresses NULL or `raw`'s id's storage.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn alloc_copy(
+        raw: *const rdma_cm_event,
+        local: Option<&local::Local>,
+        sizes: Sizes,
+        private_data: Option<&[u8]>,
+        kind: ParamKind,
+        transport: Transport,
+        (src, dst): (*const libc::sockaddr_storage, *const libc::sockaddr_storage),
+    ) -> Result<*const u8, AllocError> {
+        // SAFETY: per the contract; every head field is written below.
+        unsafe {
+            slot::alloc(sizes, 0, local, |head, tail| {
                 use std::ptr::{addr_of_mut, copy_nonoverlapping};
+                // Taken only once the slot is ours, so sequence numbers count copies exactly;
+                // and before the slot's stores, which the locked add would wait for.
+                let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+                let fetched_ns = coarse_ns();
                 let (src_off, dst_off) = slot::addr_offsets(sizes.pd, sizes.src);
                 if let Some(bytes) = private_data {
                     copy_nonoverlapping(bytes.as_ptr(), tail, bytes.len());
@@ -141,20 +176,11 @@ impl Event {
                         (*cm).param.conn.private_data_len = len;
                     }
                 }
-                addr_of_mut!((*head).flags).write(slot::flags(
-                    kind,
-                    transport,
-                    private_data.is_some(),
-                ));
-                addr_of_mut!((*head).pd_len).write(sizes.pd as u8);
-                // Taken only once the slot is ours, so sequence numbers count copies exactly.
-                addr_of_mut!((*head).seq).write(NEXT_SEQ.fetch_add(1, Ordering::Relaxed));
-                addr_of_mut!((*head).fetched_ns).write(coarse_ns());
+                let flags = slot::flags(kind, transport, private_data.is_some());
+                addr_of_mut!((*head).seq_flags).write(slot::seq_flags(seq, flags));
+                addr_of_mut!((*head).fetched_ns).write(fetched_ns);
             })
-        }?;
-        crate::stats::count_type(event_type);
-        // SAFETY: not NULL: a slot address.
-        Ok(Event(unsafe { NonNull::new_unchecked(slot as *mut u8) }))
+        }
     }
 
     /// Copies an event obtained from librdmacm by other means (the LD_PRELOAD library gets
@@ -196,7 +222,7 @@ impl Event {
 
     /// What `status` means for this event type on this transport.
     pub fn status_kind(&self) -> StatusKind {
-        let transport = slot::transport_of(self.head().flags);
+        let transport = slot::transport_of(self.head().flags());
         status::kind(self.event_type(), self.status(), transport)
     }
 
@@ -215,7 +241,7 @@ impl Event {
     /// keep it beyond the event.
     pub fn private_data(&self) -> Option<&PrivateData> {
         let head = self.head();
-        if head.flags & HAS_PD == 0 {
+        if head.flags() & HAS_PD == 0 {
             return None;
         }
         // SAFETY: with private data, the live member's `private_data` (the first field of both
@@ -227,12 +253,12 @@ impl Event {
     }
 
     pub fn param_kind(&self) -> ParamKind {
-        slot::kind_of(self.head().flags)
+        slot::kind_of(self.head().flags())
     }
 
     /// Strictly increasing across the process, in fetch order; the first event is 1.
     pub fn seq(&self) -> u64 {
-        self.head().seq
+        self.head().seq()
     }
 
     /// When the event was fetched: CLOCK_MONOTONIC_COARSE, nanoseconds (the clock advances
@@ -242,7 +268,7 @@ impl Event {
     }
 
     fn addr_offsets(&self) -> (usize, usize) {
-        let pd = self.head().pd_len as usize;
+        let pd = self.head().pd_len();
         let src_off = slot::addr_offsets(pd, 0).0;
         // SAFETY: the source address begins there and holds at least its family.
         let family = unsafe { (*(self.tail().add(src_off) as *const libc::sockaddr)).sa_family };
@@ -310,7 +336,7 @@ impl Clone for Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        slot::release(self.0.as_ptr(), "cmsafe_event_release");
+        local::with(|local| slot::release(self.0.as_ptr(), local, "cmsafe_event_release"));
     }
 }
 
@@ -318,28 +344,6 @@ impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
     }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out pointer; both clocks used here exist on every Linux since
-    // 2.6.32.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock of timeouts.
-pub(crate) fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// CLOCK_MONOTONIC_COARSE now, in nanoseconds: the clock of an event's fetch time. Read from
-/// the vDSO without a system call on any clocksource, it advances once per kernel tick.
-pub(crate) fn coarse_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 #[cfg(test)]

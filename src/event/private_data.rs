@@ -7,6 +7,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
+use super::local;
 use super::slot::{self, Sizes, BYTES_OFFSET, HAS_PD};
 use crate::pool::AllocError;
 #[cfg(feature = "capi")]
@@ -38,19 +39,19 @@ impl PrivateData {
             src: 0,
             dst: 0,
         };
-        // SAFETY: every head field but class and buf_refs is written (an all-zero view, no
-        // sequence number: this is no event), and `len` bytes of the tail.
-        let slot = unsafe {
-            slot::alloc(sizes, 1, |head, tail| {
+        // SAFETY: every head field is written (an all-zero view but for the length, no sequence
+        // number: this is no event), and `len` bytes of the tail.
+        let slot = local::with(|local| unsafe {
+            slot::alloc(sizes, 1, local, |head, tail| {
                 use std::ptr::addr_of_mut;
                 addr_of_mut!((*head).cm).write_bytes(0, 1);
-                addr_of_mut!((*head).seq).write(0);
+                addr_of_mut!((*head).cm.param.conn.private_data).write(tail.cast());
+                addr_of_mut!((*head).cm.param.conn.private_data_len).write(len as u8);
+                addr_of_mut!((*head).seq_flags).write(slot::seq_flags(0, HAS_PD));
                 addr_of_mut!((*head).fetched_ns).write(0);
-                addr_of_mut!((*head).flags).write(HAS_PD);
-                addr_of_mut!((*head).pd_len).write(len as u8);
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), tail, len);
             })
-        }?;
+        })?;
         // SAFETY: inside the slot, not NULL.
         Ok(PrivateData(unsafe {
             NonNull::new_unchecked(slot.add(BYTES_OFFSET) as *mut u8)
@@ -68,7 +69,7 @@ impl PrivateData {
 
     pub fn len(&self) -> usize {
         // SAFETY: a reference is held, so the slot is live.
-        unsafe { slot::head(self.slot()) }.pd_len as usize
+        unsafe { slot::head(self.slot()) }.pd_len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -93,7 +94,7 @@ impl PrivateData {
         let slot = ptr.wrapping_sub(BYTES_OFFSET);
         match slot::classify(slot) {
             // SAFETY: a live slot: its head is readable.
-            SlotState::Live if unsafe { slot::head(slot) }.flags & HAS_PD != 0 => {}
+            SlotState::Live if unsafe { slot::head(slot) }.flags() & HAS_PD != 0 => {}
             SlotState::Free => misuse(format_args!(
                 "{op}({ptr:p}): this cmsafe_buf was already released (double release or use after release)"
             )),
@@ -113,9 +114,8 @@ impl PrivateData {
     /// holds is not the caller's to give.
     #[cfg(feature = "capi")]
     pub(crate) fn release_own(self, op: &str) {
-        // SAFETY: checked live by `from_raw`.
-        let head = unsafe { slot::head(self.slot()) };
-        if head.buf_refs.load(Ordering::Acquire) == 0 {
+        // Checked live by `from_raw`.
+        if slot::buf_refs(self.slot()).load(Ordering::Acquire) == 0 {
             misuse(format_args!(
                 "{op}({:p}): this cmsafe_buf has no reference of its own left (released more often than retained)",
                 self.0
@@ -127,10 +127,8 @@ impl PrivateData {
 
 impl Clone for PrivateData {
     fn clone(&self) -> Self {
-        // SAFETY: a reference is held, so the slot is live.
-        unsafe { slot::head(self.slot()) }
-            .buf_refs
-            .fetch_add(1, Ordering::Relaxed);
+        // A reference is held, so the slot is live.
+        slot::buf_refs(self.slot()).fetch_add(1, Ordering::Relaxed);
         slot::retain(self.slot());
         PrivateData(self.0)
     }
@@ -139,11 +137,9 @@ impl Clone for PrivateData {
 impl Drop for PrivateData {
     fn drop(&mut self) {
         // Only owned values are dropped: the one in an event's view is only ever borrowed.
-        // SAFETY: we hold a buffer reference, so the slot is live.
-        unsafe { slot::head(self.slot()) }
-            .buf_refs
-            .fetch_sub(1, Ordering::Release);
-        slot::release(self.slot(), "cmsafe_buf_release");
+        // We hold a buffer reference, so the slot is live.
+        slot::buf_refs(self.slot()).fetch_sub(1, Ordering::Release);
+        local::with(|local| slot::release(self.slot(), local, "cmsafe_buf_release"));
     }
 }
 

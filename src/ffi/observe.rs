@@ -4,7 +4,7 @@ use libc::{c_char, c_int, c_void};
 
 use super::{fail, guard};
 use crate::logging;
-use crate::stats::{self, EVENT_TYPE_SLOTS};
+use crate::stats::EVENT_TYPE_SLOTS;
 use crate::status::reject_reason_name;
 
 /// The kernel's name for an IB CM reject reason (`enum ib_cm_rej_reason` in the kernel's
@@ -112,7 +112,7 @@ pub extern "C" fn cmsafe_stats_get(out: *mut cmsafe_stats) -> c_int {
         if out.is_null() {
             return fail(libc::EINVAL);
         }
-        let s = stats::snapshot();
+        let s = crate::snapshot::snapshot();
         // SAFETY: `out` is not NULL and points to writable storage per the contract.
         unsafe {
             out.write(cmsafe_stats {
