@@ -23,7 +23,21 @@
  * (first/last event: the first and last handled after all were established; cpu: this
  * process's user+system time from the wave's first event to all established, and from then to
  * the wave's end). The wave's alarm (WAVE_TIMEOUT_S) runs from its first event to its end.
+ *   STORM events wave=W TYPE:STATUS=COUNT ...   (the wave's events by type and status)
  *   STORM done server=NAME waves=W conns=N events=E got=G acked=A
+ *
+ * Fault runs (scripts/faults): a seventh argument, HEARTBEAT_MS, makes every connection carry a
+ * zero-length SEND each way every HEARTBEAT_MS (the client does the same), so that a side whose
+ * peer vanished finds out through its own traffic: the RC transport retries, gives up, the
+ * heartbeat completes in error, the server calls rdma_disconnect and destroys the id at its
+ * DISCONNECTED (the peer's DREP, or the DREQ's own timeout). Events that end a connection
+ * before the wave is established are then expected (a lossy link): the id is destroyed and its
+ * index may be requested again, with a token of any wave (a client moves a connection it lost
+ * to the next wave's); the wave is established when all CONNS are up at once. "stale" counts
+ * requests refused because twice CONNS ids were alive.
+ * STORM_EVENT_LOG=FILE writes one line per event and per failed heartbeat:
+ *   EV <us> <wave> <RDMA_CM_EVENT_...> <status> <index>   (index CONNS: not a live connection's)
+ *   WC <us> <wave> <ibv_wc_status_str, spaces as _> <wc status> <index>
  */
 #ifndef STORM_H
 #define STORM_H
@@ -36,6 +50,7 @@ enum {
     STORM_TOKEN_MAX = 56,  /* RoCE carries 56 bytes of CONNECT_REQUEST private data */
     STORM_MAX_CONNS = 4096,
     STORM_REPLY_LEN = 12,  /* the server's accept private data: "ok:<index>" */
+    STORM_RECVS = 2,       /* receives each QP keeps posted for its peer's heartbeats */
 };
 
 /* ---- shared by client and servers ------------------------------------------------------- */
@@ -59,9 +74,22 @@ extern const char *storm_prog;
 /* Parses a non-negative decimal or 0x number; dies naming `what` if it is not one. */
 unsigned long long storm_number(const char *s, const char *what);
 
+/* ---- heartbeats (fault runs) -------------------------------------------------------------- */
+
+/* Every QP's attributes (its CQ shared by all of them), and the CQ size for CONNS of them. */
+void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq);
+int storm_cq_size(unsigned conns);
+
+/* A zero-length receive, a zero-length signaled SEND: 0 or ibv_post_*'s error. */
+int storm_post_recv(struct ibv_qp *qp, uint64_t wr_id);
+int storm_post_beat(struct ibv_qp *qp, uint64_t wr_id);
+
+/* ibv_wc_status_str(status) with its spaces as underscores (one word in a log line). */
+const char *storm_wc_name(int status);
+
 /* ---- the server core -------------------------------------------------------------------- */
 
-/* Parses `ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S`, creates the event channel, binds and
+/* Parses `ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S [HEARTBEAT_MS]`, creates the event channel, binds and
  * listens, and creates the PD and CQ every connection's QP shares. Returns the channel. */
 struct rdma_event_channel *storm_server_init(const char *name, int argc, char **argv);
 
@@ -80,6 +108,15 @@ void storm_wave_end(void);
  * of the id is acked: a raw librdmacm server acks such an event before handing it over. */
 void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata,
                   size_t pdata_len);
+
+/* Heartbeats: milliseconds until the next one is due (-1 without HEARTBEAT_MS: wait forever),
+ * and the work: completions polled, failed connections disconnected, heartbeats posted. */
+int storm_wait_ms(void);
+void storm_tick(void);
+
+/* For servers that fetch with rdma_get_cm_event: waits up to storm_wait_ms() for the channel,
+ * runs storm_tick(), and says whether an event is ready. */
+int storm_poll_channel(struct rdma_event_channel *ch);
 
 /* Whether handling an event of this type may destroy its id (so a raw server acks it first). */
 int storm_closes(int type);

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
 
 const char *storm_prog = "storm";
 
@@ -38,7 +39,7 @@ void storm_token(char out[STORM_TOKEN_MAX], uint64_t seed, unsigned wave, unsign
 void storm_reply(char out[STORM_REPLY_LEN], unsigned index)
 {
     memset(out, 0, STORM_REPLY_LEN);
-    snprintf(out, STORM_REPLY_LEN, "ok:%u", index);
+    snprintf(out, STORM_REPLY_LEN, "ok:%u", index % STORM_MAX_CONNS); /* indexes are below it */
 }
 
 static uint64_t clock_us(clockid_t clock)
@@ -84,29 +85,82 @@ unsigned long long storm_number(const char *s, const char *what)
 
 /* ---- the server core -------------------------------------------------------------------- */
 
-enum conn_state { FREE, ACCEPTED, ESTABLISHED, CLOSED };
+/* ---- heartbeats (fault runs): a zero-length SEND each way, two receives kept posted ------- */
+
+int storm_post_recv(struct ibv_qp *qp, uint64_t wr_id)
+{
+    struct ibv_recv_wr wr = {.wr_id = wr_id, .num_sge = 0}, *bad = NULL;
+    return ibv_post_recv(qp, &wr, &bad);
+}
+
+int storm_post_beat(struct ibv_qp *qp, uint64_t wr_id)
+{
+    struct ibv_send_wr wr = {.wr_id = wr_id, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+                       *bad = NULL;
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq)
+{
+    *attr = (struct ibv_qp_init_attr){
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = {.max_send_wr = 2, .max_recv_wr = STORM_RECVS, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+}
+
+int storm_cq_size(unsigned conns)
+{
+    unsigned n = 2 * conns * (STORM_RECVS + 1) + 64;
+    return n > 32767 ? 32767 : (int)n;
+}
+
+/* ---- the server core -------------------------------------------------------------------- */
+
+/* FREE: a slot with no id. DISCONNECTING: its heartbeat failed, rdma_disconnect was called, the
+ * id waits for its DISCONNECTED. */
+enum conn_state { FREE, ACCEPTED, ESTABLISHED, DISCONNECTING, CLOSED };
 
 struct conn {
     struct rdma_cm_id *id;
     enum conn_state state;
+    unsigned index;
+    uint32_t qpn;
+    bool send_out;
 };
 
-static struct conn conns[STORM_MAX_CONNS];
+/* One slot per id. A storm wave has one id per connection index; a fault run may have more (a
+ * client that retries an index while the server's earlier id for it is still alive). */
+enum { SLOTS = 2 * STORM_MAX_CONNS, TALLY_MAX = 64 };
+static struct conn conns[SLOTS];
+static unsigned free_slots[SLOTS], nfree;
+static unsigned char idx_requested[STORM_MAX_CONNS], idx_established[STORM_MAX_CONNS];
 static struct rdma_event_channel *channel;
 static struct rdma_cm_id *listener;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static uint64_t seed;
-static unsigned nconns, nwaves, wave_timeout_s;
+static unsigned nconns, nwaves, wave_timeout_s, heartbeat_ms;
+static uint64_t next_beat_us;
+static FILE *event_log;
 
 /* This wave's progress; the alarm handler reads these (plain loads of aligned words). */
-static volatile unsigned wave, requested, established, destroyed, in_destroy;
+static volatile unsigned wave, requested, established, destroyed, in_destroy, live, up;
 static bool all_established;
 static uint64_t first_event_us, last_event_us, last_destroy_us, destroy_max_us;
 static uint64_t cpu_start_us, cpu_established_us;
-static unsigned disconnected, timewait, other_after, events_wave;
+static unsigned disconnected, timewait, other_after, events_wave, beats_failed, stale;
 static uint64_t got, acked, events_total;
 static unsigned waves_done;
+
+/* This wave's events by type and status. */
+struct tally_entry {
+    int type, status;
+    unsigned count;
+};
+static struct tally_entry tally[TALLY_MAX];
+static unsigned ntally;
 
 void storm_count_get(void) { got++; }
 void storm_count_ack(void) { acked++; }
@@ -150,6 +204,8 @@ static void on_alarm(int sig)
     p = put_uint(p, destroyed);
     p = put_str(p, " of ");
     p = put_uint(p, nconns);
+    p = put_str(p, ", ids alive ");
+    p = put_uint(p, live);
     p = put_str(p, in_destroy ? " (blocked inside rdma_destroy_id)\n" : "\n");
     if (write(2, msg, (size_t)(p - msg)) < 0) {
         /* nothing more to do */
@@ -160,8 +216,8 @@ static void on_alarm(int sig)
 struct rdma_event_channel *storm_server_init(const char *name, int argc, char **argv)
 {
     storm_prog = name;
-    if (argc != 7)
-        storm_die("usage: %s ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S", name);
+    if (argc != 7 && argc != 8)
+        storm_die("usage: %s ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S [HEARTBEAT_MS]", name);
     struct sockaddr_in addr = {.sin_family = AF_INET};
     if (inet_pton(AF_INET, argv[1], &addr.sin_addr) != 1)
         storm_die("not an IPv4 address: %s", argv[1]);
@@ -170,8 +226,16 @@ struct rdma_event_channel *storm_server_init(const char *name, int argc, char **
     nconns = (unsigned)storm_number(argv[4], "CONNS");
     nwaves = (unsigned)storm_number(argv[5], "WAVES");
     wave_timeout_s = (unsigned)storm_number(argv[6], "WAVE_TIMEOUT_S");
+    heartbeat_ms = argc > 7 ? (unsigned)storm_number(argv[7], "HEARTBEAT_MS") : 0;
     if (nconns < 1 || nconns > STORM_MAX_CONNS || nwaves < 1 || wave_timeout_s < 1)
         storm_die("CONNS must be 1..%d, WAVES and WAVE_TIMEOUT_S at least 1", STORM_MAX_CONNS);
+    const char *log = getenv("STORM_EVENT_LOG");
+    if (log && *log) {
+        event_log = fopen(log, "w");
+        if (!event_log)
+            storm_die("STORM_EVENT_LOG %s: %s", log, strerror(errno));
+        setvbuf(event_log, NULL, _IOLBF, 0);
+    }
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct sigaction sa = {.sa_handler = on_alarm};
@@ -189,31 +253,37 @@ struct rdma_event_channel *storm_server_init(const char *name, int argc, char **
     if (!listener->verbs)
         storm_die("%s is not an RDMA device's address", argv[1]);
     /* One PD and one CQ for every QP: no completion channel (no fd) per connection, so the
-     * number of connections is not bounded by RLIMIT_NOFILE. Nothing is ever posted. */
+     * number of connections is not bounded by RLIMIT_NOFILE. Nothing is posted unless
+     * HEARTBEAT_MS is given; then the CQ holds every QP's receives and heartbeat. */
     pd = ibv_alloc_pd(listener->verbs);
     if (!pd)
         storm_die("ibv_alloc_pd: %s", strerror(errno));
-    cq = ibv_create_cq(listener->verbs, 64, NULL, NULL, 0);
+    cq = ibv_create_cq(listener->verbs, heartbeat_ms ? storm_cq_size(nconns) : 64, NULL, NULL, 0);
     if (!cq)
         storm_die("ibv_create_cq: %s", strerror(errno));
-    printf("STORM listening server=%s addr=%s port=%s conns=%u waves=%u\n", name, argv[1],
-           argv[2], nconns, nwaves);
+    printf("STORM listening server=%s addr=%s port=%s conns=%u waves=%u heartbeat_ms=%u\n", name,
+           argv[1], argv[2], nconns, nwaves, heartbeat_ms);
     return channel;
 }
 
 void storm_wave_begin(unsigned w)
 {
     wave = w;
-    requested = established = destroyed = 0;
+    requested = established = destroyed = live = up = 0;
     all_established = false;
     first_event_us = last_event_us = last_destroy_us = destroy_max_us = 0;
-    disconnected = timewait = other_after = events_wave = 0;
+    disconnected = timewait = other_after = events_wave = beats_failed = stale = 0;
+    ntally = 0;
     memset(conns, 0, sizeof conns);
+    memset(idx_requested, 0, sizeof idx_requested);
+    memset(idx_established, 0, sizeof idx_established);
+    for (nfree = 0; nfree < SLOTS; nfree++)
+        free_slots[nfree] = SLOTS - 1 - nfree;
     /* The wave's alarm is armed by its first event: a server may wait, idle, for its turn. */
     printf("STORM ready wave=%u us=%llu\n", w, (unsigned long long)storm_real_us());
 }
 
-int storm_wave_done(void) { return all_established && destroyed == nconns; }
+int storm_wave_done(void) { return all_established && live == 0; }
 
 void storm_wave_end(void)
 {
@@ -221,18 +291,25 @@ void storm_wave_end(void)
     uint64_t cpu_end_us = cpu_us();
     printf("STORM wave=%u conns=%u first_event_us=%llu last_event_us=%llu last_destroy_us=%llu "
            "disconnected=%u timewait=%u other=%u destroy_max_us=%llu events=%u "
-           "cpu_connect_us=%llu cpu_drain_us=%llu\n",
+           "cpu_connect_us=%llu cpu_drain_us=%llu requested=%u destroyed=%u beats_failed=%u "
+           "stale=%u\n",
            wave, nconns, (unsigned long long)first_event_us, (unsigned long long)last_event_us,
            (unsigned long long)last_destroy_us, disconnected, timewait, other_after,
            (unsigned long long)destroy_max_us, events_wave,
            (unsigned long long)(cpu_established_us - cpu_start_us),
-           (unsigned long long)(cpu_end_us - cpu_established_us));
+           (unsigned long long)(cpu_end_us - cpu_established_us), requested, destroyed,
+           beats_failed, stale);
+    printf("STORM events wave=%u", wave);
+    for (unsigned i = 0; i < ntally; i++)
+        printf(" %s:%d=%u", rdma_event_str((enum rdma_cm_event_type)tally[i].type),
+               tally[i].status, tally[i].count);
+    printf("\n");
     waves_done++;
 }
 
-/* Verifies a CONNECT_REQUEST's token; returns the connection index. A wrong token is the
- * failure the storm is about (private data read from memory that was not the event's): fatal. */
-static unsigned verify_token(const void *pdata, size_t len)
+/* Verifies a CONNECT_REQUEST's token; returns the connection index. A wrong token is the failure the storm is about (private data read from memory that was not
+ * the event's): fatal. */
+static int verify_token(const void *pdata, size_t len)
 {
     if (!pdata || !len || !memchr(pdata, '\0', len))
         storm_die("wave %u: private data (%zu bytes) holds no NUL-terminated token", wave, len);
@@ -241,43 +318,79 @@ static unsigned verify_token(const void *pdata, size_t len)
     int used = 0;
     if (sscanf(token, "storm:%u:%u:%n", &w, &index, &used) != 2 || used == 0)
         storm_die("wave %u: malformed token \"%s\"", wave, token);
-    if (w != wave || index >= nconns)
-        storm_die("wave %u: token \"%s\" is for wave %u index %u (%u connections)", wave, token, w,
-                  index, nconns);
-    if (conns[index].state != FREE)
-        storm_die("wave %u: connection %u requested twice", wave, index);
+    if (index >= nconns)
+        storm_die("wave %u: token \"%s\" is for index %u (%u connections)", wave, token, index,
+                  nconns);
     char want[STORM_TOKEN_MAX];
-    storm_token(want, seed, wave, index);
+    storm_token(want, seed, w, index);
     if (strcmp(token, want) != 0)
         storm_die("wave %u: connection %u sent \"%s\", want \"%s\"", wave, index, token, want);
-    return index;
+    /* A fault run's client moves a connection it lost to the next wave's token, which may
+     * reach the server before or after the server's own wave ends: any wave is accepted. */
+    if (w != wave && !heartbeat_ms)
+        storm_die("wave %u: token \"%s\" is for wave %u", wave, token, w);
+    /* A storm client connects each index once; a fault run's client retries failed ones. */
+    if (idx_requested[index] && !heartbeat_ms)
+        storm_die("wave %u: connection %u requested twice", wave, index);
+    return (int)index;
+}
+
+const char *storm_wc_name(int status)
+{
+    static char name[64];
+    snprintf(name, sizeof name, "%s", ibv_wc_status_str((enum ibv_wc_status)status));
+    for (char *p = name; *p; p++)
+        if (*p == ' ')
+            *p = '_';
+    return name;
+}
+
+static void log_line(const char *kind, const char *what, int status, unsigned index)
+{
+    if (event_log)
+        fprintf(event_log, "%s %llu %u %s %d %u\n", kind, (unsigned long long)storm_real_us(),
+                wave, what, status, index);
 }
 
 static void on_request(struct rdma_cm_id *id, const void *pdata, size_t len)
 {
-    unsigned index = verify_token(pdata, len);
+    int index = verify_token(pdata, len);
+    if (nfree == 0) { /* more ids alive than twice the connections: refused, counted */
+        stale++;
+        if (rdma_reject(id, NULL, 0))
+            storm_die("wave %u: rdma_reject: %s", wave, strerror(errno));
+        if (rdma_destroy_id(id))
+            storm_die("wave %u: rdma_destroy_id: %s", wave, strerror(errno));
+        return;
+    }
     requested++;
-    struct conn *c = &conns[index];
+    idx_requested[index] = 1;
+    struct conn *c = &conns[free_slots[--nfree]];
     c->id = id;
+    c->index = (unsigned)index;
     c->state = ACCEPTED;
+    c->send_out = false;
     id->context = c;
+    live++;
 
-    struct ibv_qp_init_attr attr = {
-        .send_cq = cq,
-        .recv_cq = cq,
-        .cap = {.max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
+    struct ibv_qp_init_attr attr;
+    storm_qp_attr(&attr, cq);
     if (rdma_create_qp(id, pd, &attr))
         storm_die("wave %u: rdma_create_qp (connection %u of %u): %s", wave, requested, nconns,
                   strerror(errno));
+    c->qpn = id->qp->qp_num;
+    uint64_t slot = (uint64_t)(c - conns);
+    for (int i = 0; heartbeat_ms && i < STORM_RECVS; i++)
+        if (storm_post_recv(id->qp, slot << 1))
+            storm_die("wave %u: ibv_post_recv: %s", wave, strerror(errno));
     char reply[STORM_REPLY_LEN];
-    storm_reply(reply, index);
+    storm_reply(reply, (unsigned)index);
     struct rdma_conn_param param = {
         .private_data = reply,
         .private_data_len = sizeof reply,
         .responder_resources = 1,
         .initiator_depth = 1,
+        .rnr_retry_count = 7,
     };
     if (rdma_accept(id, &param))
         storm_die("wave %u: rdma_accept: %s", wave, strerror(errno));
@@ -286,7 +399,7 @@ static void on_request(struct rdma_cm_id *id, const void *pdata, size_t len)
 static struct conn *conn_of(struct rdma_cm_id *id, int type)
 {
     struct conn *c = id ? id->context : NULL;
-    if (!c || c < conns || c >= conns + nconns || c->id != id)
+    if (!c || c < conns || c >= conns + SLOTS || c->id != id)
         storm_die("wave %u: %s for an id that is not one of this wave's connections", wave,
                   rdma_event_str((enum rdma_cm_event_type)type));
     return c;
@@ -305,15 +418,91 @@ static void close_conn(struct conn *c)
     uint64_t dt = storm_mono_us() - t0;
     if (dt > destroy_max_us)
         destroy_max_us = dt;
+    if ((c->state == ESTABLISHED || c->state == DISCONNECTING) && --idx_established[c->index] == 0)
+        up--;
     c->id = NULL;
     c->state = CLOSED;
+    free_slots[nfree++] = (unsigned)(c - conns);
     destroyed++;
+    live--;
     last_destroy_us = storm_real_us();
+}
+
+/* A heartbeat's failure: the connection is gone as far as this side can tell. Disconnect; the
+ * id ends with its DISCONNECTED (the peer's DREP, or the DREQ's timeout). */
+static void beat_failed(struct conn *c, int wc_status)
+{
+    beats_failed++;
+    log_line("WC", storm_wc_name(wc_status), wc_status, c->index);
+    c->state = DISCONNECTING;
+    rdma_disconnect(c->id);
+}
+
+int storm_wait_ms(void)
+{
+    if (!heartbeat_ms)
+        return -1;
+    uint64_t now = storm_mono_us();
+    return now >= next_beat_us ? 0 : (int)((next_beat_us - now + 999) / 1000);
+}
+
+void storm_tick(void)
+{
+    if (!heartbeat_ms)
+        return;
+    struct ibv_wc wc[32];
+    int n;
+    while ((n = ibv_poll_cq(cq, 32, wc)) > 0) {
+        for (int i = 0; i < n; i++) {
+            struct conn *c = &conns[(wc[i].wr_id >> 1) % SLOTS];
+            int is_send = (int)(wc[i].wr_id & 1);
+            if (!c->id || c->qpn != wc[i].qp_num)
+                continue; /* a destroyed QP's flushed work request */
+            if (wc[i].status == IBV_WC_SUCCESS) {
+                if (is_send)
+                    c->send_out = false;
+                else if (storm_post_recv(c->id->qp, wc[i].wr_id) && c->state == ESTABLISHED)
+                    beat_failed(c, IBV_WC_GENERAL_ERR);
+            } else {
+                if (is_send)
+                    c->send_out = false;
+                if (c->state == ESTABLISHED)
+                    beat_failed(c, wc[i].status);
+            }
+        }
+    }
+    if (n < 0)
+        storm_die("ibv_poll_cq failed");
+    uint64_t now = storm_mono_us();
+    if (now < next_beat_us)
+        return;
+    next_beat_us = now + heartbeat_ms * 1000ull;
+    for (unsigned s = 0; s < SLOTS; s++) {
+        struct conn *c = &conns[s];
+        if (c->id && c->state == ESTABLISHED && !c->send_out) {
+            if (storm_post_beat(c->id->qp, ((uint64_t)s << 1) | 1))
+                beat_failed(c, IBV_WC_GENERAL_ERR);
+            else
+                c->send_out = true;
+        }
+    }
+}
+
+int storm_poll_channel(struct rdma_event_channel *ch)
+{
+    struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+    int rc = poll(&p, 1, storm_wait_ms());
+    if (rc < 0 && errno != EINTR)
+        storm_die("poll: %s", strerror(errno));
+    storm_tick();
+    return rc > 0;
 }
 
 int storm_closes(int type)
 {
     switch (type) {
+    case RDMA_CM_EVENT_ADDR_ERROR: /* a client's: the servers never see these two */
+    case RDMA_CM_EVENT_ROUTE_ERROR:
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_CONNECT_ERROR:
     case RDMA_CM_EVENT_UNREACHABLE:
@@ -325,6 +514,20 @@ int storm_closes(int type)
     }
 }
 
+static void count_event(int type, int status)
+{
+    unsigned i;
+    for (i = 0; i < ntally; i++)
+        if (tally[i].type == type && tally[i].status == status)
+            break;
+    if (i == ntally) {
+        if (ntally == TALLY_MAX)
+            return;
+        tally[ntally++] = (struct tally_entry){.type = type, .status = status};
+    }
+    tally[i].count++;
+}
+
 void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata,
                   size_t pdata_len)
 {
@@ -333,14 +536,21 @@ void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata
         cpu_start_us = cpu_us();
     }
     events_total++;
+    count_event(type, status);
     if (all_established) {
         last_event_us = storm_real_us();
         if (!first_event_us)
             first_event_us = last_event_us;
     }
+    if (event_log) {
+        struct conn *c = id ? id->context : NULL;
+        bool ours = c && c >= conns && c < conns + SLOTS && c->id == id;
+        log_line("EV", rdma_event_str((enum rdma_cm_event_type)type), status,
+                 ours ? c->index : STORM_MAX_CONNS);
+    }
 
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        if (all_established)
+        if (all_established && !heartbeat_ms)
             storm_die("wave %u: a CONNECT_REQUEST after the wave was established", wave);
         on_request(id, pdata, pdata_len);
         return;
@@ -350,7 +560,15 @@ void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata
         if (c->state != ACCEPTED)
             storm_die("wave %u: ESTABLISHED twice for one connection", wave);
         c->state = ESTABLISHED;
-        if (++established == nconns) {
+        /* A fault run's client may set up again a connection the server still holds (it has
+         * not noticed the loss yet): two ids for one index, until the old one ends. */
+        if (idx_established[c->index] && !heartbeat_ms)
+            storm_die("wave %u: connection %u established on two ids at once", wave, c->index);
+        established++;
+        if (idx_established[c->index]++)
+            return;
+        /* Every connection up at once (a fault run's may have been lost and set up again). */
+        if (++up == nconns && !all_established) {
             all_established = true;
             cpu_established_us = cpu_us();
             printf("STORM established wave=%u conns=%u us=%llu\n", wave, nconns,
@@ -360,7 +578,7 @@ void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata
     }
     if (storm_closes(type)) {
         struct conn *c = conn_of(id, type);
-        if (!all_established)
+        if (!all_established && !heartbeat_ms)
             storm_die("wave %u: %s (status %d) before every connection was established "
                       "(%u of %u)", wave, rdma_event_str((enum rdma_cm_event_type)type), status,
                       established, nconns);
@@ -368,6 +586,9 @@ void storm_handle(int type, int status, struct rdma_cm_id *id, const void *pdata
             disconnected++;
         else
             other_after++;
+        /* A fault run's index that failed before it was established may be requested again. */
+        if (c->state == ACCEPTED && heartbeat_ms)
+            idx_requested[c->index] = 0;
         close_conn(c);
         return;
     }

@@ -1,6 +1,6 @@
 /* storm_server_cmsafe: the reconnect storm's server on the cmsafe API.
  *
- *   storm_server_cmsafe ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S
+ *   storm_server_cmsafe ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S [HEARTBEAT_MS]
  *
  * Events come in batches from cmsafe_get_events: each one already acked with librdmacm, so the
  * token in a CONNECT_REQUEST's private data is read from cmsafe's copy, after the ack, and a
@@ -28,9 +28,14 @@ int main(int argc, char **argv)
         storm_wave_begin(w);
         while (!storm_wave_done()) {
             cmsafe_event *evs[BATCH];
-            int n = cmsafe_get_events(ch, evs, BATCH, -1);
+            int n = cmsafe_get_events(ch, evs, BATCH, storm_wait_ms());
+            if (n < 0 && (errno == ETIMEDOUT || errno == EINTR))
+                n = 0;
             if (n < 0)
                 storm_die("cmsafe_get_events: %s", strerror(errno));
+            storm_tick();
+            if (n == 0)
+                continue;
             batches++;
             batched += (unsigned)n;
             if ((size_t)n > biggest)

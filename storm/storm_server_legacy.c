@@ -1,6 +1,6 @@
 /* storm_server_legacy: the reconnect storm's server as legacy code has it, WITH the classic bug.
  *
- *   storm_server_legacy ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S
+ *   storm_server_legacy ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S [HEARTBEAT_MS]
  *
  * It acks every event at once (it never acks late and forgets none), and only then reads the
  * CONNECT_REQUEST's private data: event->param.conn.private_data points into the block
@@ -23,6 +23,8 @@ int main(int argc, char **argv)
     for (unsigned w = 1; w <= waves; w++) {
         storm_wave_begin(w);
         while (!storm_wave_done()) {
+            if (!storm_poll_channel(ch)) /* heartbeats, in a fault run */
+                continue;
             struct rdma_cm_event *ev = NULL;
             if (rdma_get_cm_event(ch, &ev))
                 storm_die("rdma_get_cm_event: %s", strerror(errno));

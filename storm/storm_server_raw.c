@@ -1,6 +1,6 @@
 /* storm_server_raw: the reconnect storm's baseline, a correct librdmacm server.
  *
- *   storm_server_raw ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S
+ *   storm_server_raw ADDR PORT SEED CONNS WAVES WAVE_TIMEOUT_S [HEARTBEAT_MS]
  *
  * rdma_get_cm_event, then everything read from the event, then rdma_ack_cm_event; an event
  * that destroys its id (DISCONNECTED...) is acked first, since rdma_destroy_id waits until
@@ -20,6 +20,8 @@ int main(int argc, char **argv)
     for (unsigned w = 1; w <= waves; w++) {
         storm_wave_begin(w);
         while (!storm_wave_done()) {
+            if (!storm_poll_channel(ch)) /* heartbeats, in a fault run */
+                continue;
             struct rdma_cm_event *ev = NULL;
             if (rdma_get_cm_event(ch, &ev))
                 storm_die("rdma_get_cm_event: %s", strerror(errno));

@@ -1,0 +1,187 @@
+# rxe-common.sh: what scripts/rxe-vm (one guest) and scripts/rxe-pair (two guests joined by a
+# network link) share: Debian's kernel unpacked under target/rxe-vm, the initramfs and its /init,
+# the script each guest runs, and qemu's common arguments. Sourced, never run; the caller sets
+# rxe_me (its name in messages) first.
+#
+# After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd.
+
+rxe_die() { echo "$rxe_me: $*" >&2; exit 125; }
+
+rxe_prepare() {
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  target=$repo/target
+  state=$target/rxe-vm
+  mkdir -p "$state"
+  local tool
+  for tool in qemu-system-x86_64 busybox depmod modprobe dpkg-deb apt-get; do
+    command -v "$tool" >/dev/null || rxe_die "$tool not found: run scripts/setup-deps"
+  done
+  [ -x /bin/busybox ] || rxe_die "busybox-static is missing: run scripts/setup-deps"
+  rxe_kernel
+  rxe_initrd
+}
+
+# --- kernel: the version linux-image-amd64 points at, unpacked under target/rxe-vm -------------
+rxe_kernel() {
+  local kpkg
+  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  if [ -z "$kpkg" ]; then
+    # An empty package list (fresh machine): refresh it once.
+    apt-get update -qq >/dev/null 2>&1 || true
+    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  fi
+  [ -n "$kpkg" ] || rxe_die "cannot find the kernel package that linux-image-amd64 depends on"
+  kver=${kpkg#linux-image-}
+  kroot=$state/kernel-$kver
+  if [ ! -e "$kroot/.ready" ]; then
+    echo "$rxe_me: fetching $kpkg" >&2
+    local dl
+    dl=$(mktemp -d "$state/dl.XXXXXX")
+    rm -rf "$kroot"
+    (cd "$dl" && apt-get download "$kpkg" >/dev/null 2>&1) || rxe_die "apt-get download $kpkg failed"
+    dpkg-deb -x "$dl/$kpkg"_*.deb "$kroot.tmp.$$"
+    depmod -b "$kroot.tmp.$$" "$kver"
+    rm -rf "$dl"
+    touch "$kroot.tmp.$$/.ready"
+    mv -T "$kroot.tmp.$$" "$kroot" 2>/dev/null || rm -rf "$kroot.tmp.$$" # another run won
+  fi
+}
+
+# --- initramfs: busybox, the modules in dependency order, and /init ---------------------------
+# What the guests need: Soft-RoCE and the CM stack, crc32 for rxe's ICRC (without crc32_generic
+# `rdma link add` fails), the dummy netdev (one guest), virtio-net and netem (two guests joined
+# by a link that tc can degrade), and virtio for the 9p shares and the output console.
+rxe_modules=(udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
+             rdma_ucm crc32_generic dummy virtio_pci virtio_net sch_netem virtio_console
+             9pnet_virtio 9p overlay)
+
+rxe_initrd() {
+  local sum build m ko
+  sum=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
+  initrd=$state/initrd-$kver-$sum.gz
+  [ -e "$initrd" ] && return 0
+  build=$(mktemp -d "$state/initrd-build.XXXXXX")
+  mkdir -p "$build"/{bin,proc,sys,dev,host,lib/modules}
+  cp /bin/busybox "$build/bin/busybox"
+  for m in "${rxe_modules[@]}"; do
+    modprobe -d "$kroot" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
+  done | awk '!seen[$0]++' | while read -r ko; do
+    cp "$ko" "$build/lib/modules/"
+    basename "$ko" >>"$build/modules.order"
+  done
+  cat >"$build/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for ko in $(cat /modules.order); do
+  insmod "/lib/modules/$ko" || echo "rxe-vm-init: insmod $ko failed"
+done
+arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^rxevm\.$1=//p"; }
+run=$(arg run)
+tgt=$(arg target)
+name=$(arg host)
+repo=${tgt%/*}
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host
+mount -t proc proc /host/proc
+mount -t sysfs sys /host/sys
+mount -t devtmpfs dev /host/dev
+mkdir -p /host/dev/pts /host/dev/shm
+mount -t devpts devpts /host/dev/pts
+mount -t tmpfs tmp /host/dev/shm
+# A writable /tmp and /run that still show the host's files (a CI clone, a program or an install
+# prefix under /tmp): an overlay of a tmpfs on the read-only share. Without overlayfs, a plain
+# tmpfs, with the repo bound back on top.
+mkdir -p /keep /rw
+mount -o bind "/host$repo" /keep
+mount -t tmpfs rw /rw
+for d in /tmp /run; do
+  n=${d#/}
+  mkdir -p "/rw/$n.up" "/rw/$n.work"
+  if ! mount -t overlay "$n" -o "lowerdir=/host$d,upperdir=/rw/$n.up,workdir=/rw/$n.work" "/host$d"; then
+    mount -t tmpfs tmp "/host$d"
+    case "$repo/" in "$d"/*) mkdir -p "/host$repo"; mount -o bind /keep "/host$repo" ;; esac
+  fi
+done
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 target "/host$tgt"
+hostname "${name:-rxe-vm}"
+# Command output goes over virtio-console; keep it open and raw so "\n" stays "\n".
+exec 9<>/dev/hvc0
+stty raw -echo <&9
+chroot /host /bin/bash "$tgt/rxe-vm/$run/guest.sh" >&9 2>&9 </dev/null
+echo "$?" >"/host$tgt/rxe-vm/$run/status"
+dmesg >"/host$tgt/rxe-vm/$run/dmesg"
+sync
+reboot -f
+INIT
+  chmod +x "$build/init"
+  (cd "$build" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$initrd.tmp.$$"
+  mv "$initrd.tmp.$$" "$initrd"
+  rm -rf "$build"
+}
+
+# --- the script a guest runs: the caller's environment, network setup, then COMMAND ------------
+# rxe_guest_script FILE SETUP -- COMMAND [ARGS...]: SETUP is shell text run after the
+# environment is exported; it must leave $RXE_DEV up on $RXE_NETDEV carrying $RXE_ADDR.
+rxe_guest_script() {
+  local file=$1 setup=$2
+  shift 3
+  {
+    echo 'set -u'
+    # The current environment, minus what belongs to this shell or this host's terminal.
+    export -p | grep -Ev '^declare -x (BASH[A-Z_]*|SHLVL|PWD|OLDPWD|_|HOSTNAME|TERM|TMPDIR)(=|$)' || true
+    printf '%s\n' "$setup"
+    cat <<'SETUP'
+ip link set lo up
+if ! rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV"; then
+  echo "rxe-vm: rdma link add failed" >&2; exit 125
+fi
+# Ready when the port is ACTIVE and the IPv4-mapped GID of the address is in the table.
+for _ in $(seq 1 200); do
+  if grep -q ACTIVE "/sys/class/infiniband/$RXE_DEV/ports/1/state" 2>/dev/null &&
+     grep -qv '^0000:0000:0000:0000:0000:0000:0000:0000$' "/sys/class/infiniband/$RXE_DEV/ports/1/gids/1" 2>/dev/null; then
+    break
+  fi
+  sleep 0.05
+done
+SETUP
+    [ -z "${rxe_before_cmd-}" ] || printf '%s\n' "$rxe_before_cmd"
+    printf 'cd %q || exit 125\n' "$PWD"
+    printf 'exec'
+    printf ' %q' "$@"
+    printf '\n'
+  } >"$file"
+}
+
+# --- qemu: the arguments every guest has (the caller adds its console and network) -------------
+# rxe_qemu_base RUN HOSTNAME CONSOLE_LOG: sets the array rxe_qemu.
+rxe_qemu_base() {
+  local run=$1 name=$2 console=$3
+  rxe_qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
+            -no-reboot -display none -monitor none -nodefaults
+            -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$initrd"
+            -append "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable rxevm.run=$run rxevm.target=$target rxevm.host=$name"
+            -serial "file:$console"
+            -virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
+            -virtfs "local,path=$target,mount_tag=target,security_model=none,multidevs=remap"
+            -device virtio-serial-pci)
+}
+
+# rxe_report RUNDIR CONSOLE_LOG QEMU_STATUS WHAT ELAPSED: the guest's outcome on stderr, the
+# command's exit status in rxe_status (125 when the guest never finished it).
+rxe_report() {
+  local rundir=$1 console=$2 qrc=$3 what=$4 elapsed=$5
+  if [ ! -s "$rundir/status" ]; then
+    echo "$rxe_me: the guest never finished $what (qemu exit $qrc); guest console:" >&2
+    tail -n 80 "$console" >&2 || true
+    rxe_status=125
+    return
+  fi
+  rxe_status=$(cat "$rundir/status")
+  if [ "$rxe_status" != 0 ]; then
+    echo "$rxe_me: $what exited with $rxe_status after ${elapsed}s; last guest kernel messages:" >&2
+    tail -n 40 "$rundir/dmesg" >&2 || true
+  fi
+}
