@@ -12,12 +12,13 @@ use cmsafe::safe::SafeCopies;
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
+use crate::guard;
 use crate::held::Held;
 use crate::objects::Objects;
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::sync::ForkSafeMutex;
-use crate::{guard, whereis};
+use crate::whereis::{self, Caller};
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +151,18 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     state.touched = true;
     state.absorb_faults();
     f(state)
+}
+
+/// A call that waits for acks (destroy, migrate), as it began: what the hang watcher names when
+/// it has waited too long.
+#[derive(Clone, Copy, Debug)]
+pub struct Wait {
+    pub op: Op,
+    pub id: usize,
+    pub channel: usize,
+    pub thread: i32,
+    pub start_ns: u64,
+    pub caller: Caller,
 }
 
 pub fn now_ns() -> u64 {
@@ -633,7 +646,7 @@ impl State {
     /// `op` on `id` (whose event channel is `channel`) has blocked `waited_ms` in `thread`
     /// though the program holds no unacked event of the id: librdmacm waits for an event the
     /// kernel reported and nobody completed.
-    pub fn report_lost_event(&mut self, w: &crate::watch::Blocked, waited_ms: u64) {
+    pub fn report_lost_event(&mut self, w: &Wait, waited_ms: u64) {
         let call = w.op.call();
         let cause = match self
             .cancelled_reads

@@ -11,27 +11,24 @@ use std::time::Duration;
 
 use crate::config::CONFIG;
 use crate::sync::ForkSafeMutex;
-use crate::track::{now_ns, with_state, Op};
+use crate::track::{now_ns, with_state, Op, Wait};
 use crate::whereis::{self, Caller};
 
 /// A watched call in progress.
 #[derive(Clone, Copy, Debug)]
-pub struct Blocked {
-    pub token: u64,
-    pub op: Op,
-    pub id: usize,
-    pub channel: usize,
-    pub thread: i32,
-    pub start_ns: u64,
-    pub caller: Caller,
-    pub reported: bool,
+struct Blocked {
+    token: u64,
+    wait: Wait,
+    reported: bool,
 }
 
 pub struct Watch {
     calls: Vec<Blocked>,
     next_token: u64,
-    /// The process whose watcher thread runs (a child after fork(2) starts its own).
-    watcher_pid: u32,
+    /// This process's watcher thread was started. Cleared in a child after fork(2), which starts
+    /// its own: the pthread_atfork handler says so, where asking getpid(2) at each watched call
+    /// would be a system call raw librdmacm does not make.
+    started: bool,
     watcher: Option<std::thread::Thread>,
     /// The watcher is parked until a call to watch arrives.
     idle: bool,
@@ -40,7 +37,7 @@ pub struct Watch {
 pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
     calls: Vec::new(),
     next_token: 1,
-    watcher_pid: 0,
+    started: false,
     watcher: None,
     idle: false,
 });
@@ -52,13 +49,10 @@ fn watch() -> crate::sync::Guard<'static, Watch> {
 /// Starts watching `op` on `id`, called by the current thread from `caller`.
 pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
     let mut w = watch();
-    let pid = std::process::id();
-    if w.watcher_pid != pid {
+    if !w.started {
         w.watcher = spawn_watcher();
         w.idle = false;
-        if w.watcher.is_some() {
-            w.watcher_pid = pid;
-        }
+        w.started = w.watcher.is_some();
     } else if std::mem::take(&mut w.idle) {
         if let Some(t) = &w.watcher {
             t.unpark();
@@ -68,12 +62,14 @@ pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
     w.next_token += 1;
     w.calls.push(Blocked {
         token,
-        op,
-        id,
-        channel,
-        thread: whereis::thread_id(),
-        start_ns: now_ns(),
-        caller,
+        wait: Wait {
+            op,
+            id,
+            channel,
+            thread: whereis::thread_id(),
+            start_ns: now_ns(),
+            caller,
+        },
         reported: false,
     });
     token
@@ -88,6 +84,8 @@ pub fn end(token: u64) {
 pub fn after_fork_in_child() {
     let mut w = watch();
     w.calls.clear();
+    w.started = false;
+    w.watcher = None;
 }
 
 /// The watcher: a thread with every signal blocked (the program's signals are not for it).
@@ -120,20 +118,20 @@ fn watcher() {
             let mut w = watch();
             let mut due = Vec::new();
             for b in w.calls.iter_mut() {
-                if !b.reported && now.saturating_sub(b.start_ns) >= hang_ns {
+                if !b.reported && now.saturating_sub(b.wait.start_ns) >= hang_ns {
                     b.reported = true;
-                    due.push(*b);
+                    due.push(b.wait);
                 }
             }
             w.idle = w.calls.is_empty();
             (due, w.idle)
         };
-        for b in due {
-            let waited_ms = now.saturating_sub(b.start_ns) / 1_000_000;
+        for wait in due {
+            let waited_ms = now.saturating_sub(wait.start_ns) / 1_000_000;
             crate::quietly(|| {
                 with_state(|s| {
-                    if !s.holds_events_of(b.id) {
-                        s.report_lost_event(&b, waited_ms);
+                    if !s.holds_events_of(wait.id) {
+                        s.report_lost_event(&wait, waited_ms);
                     }
                 })
             });
