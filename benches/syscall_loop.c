@@ -18,6 +18,10 @@
  *   api-nb         poll, then cmsafe_get_event until EAGAIN
  *   api-nb-batch   poll, then cmsafe_get_events(64, 0) until it returns fewer than 64
  *   api-nb-batch0  poll, then cmsafe_get_events(64, 0) until it returns 0
+ * A mode with "-life" after it (raw-life, api-life) runs the whole life of an id per iteration
+ * instead, fetching the way the mode before "-life" says: rdma_create_id, rdma_resolve_addr and
+ * its ADDR_RESOLVED, rdma_resolve_route and its ROUTE_RESOLVED, rdma_destroy_id; EVENTS and
+ * WARMUP then count ids (two events each), and "events N" counts ids too.
  * Prints "events N" on success; exits 1 with a message otherwise.
  */
 #define _GNU_SOURCE
@@ -124,6 +128,31 @@ static int fetch(const char *m, struct rdma_event_channel *ch)
     exit(2);
 }
 
+static void fetch_one(const char *m, struct rdma_event_channel *ch)
+{
+    int n = fetch(m, ch);
+    if (n != 1) {
+        fprintf(stderr, "syscall_loop: %s took %d events for one resolution\n", m, n);
+        exit(1);
+    }
+}
+
+/* One id's whole life: created, address and route resolved (an event each), destroyed. */
+static void id_life(const char *m, struct rdma_event_channel *ch, struct sockaddr_in *dst)
+{
+    struct rdma_cm_id *id;
+    if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+        die("rdma_create_id");
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000))
+        die("rdma_resolve_addr");
+    fetch_one(m, ch);
+    if (rdma_resolve_route(id, 2000))
+        die("rdma_resolve_route");
+    fetch_one(m, ch);
+    if (rdma_destroy_id(id))
+        die("rdma_destroy_id");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -141,6 +170,20 @@ int main(int argc, char **argv)
     struct rdma_event_channel *ch = rdma_create_event_channel();
     if (!ch)
         die("rdma_create_event_channel");
+    size_t len = strlen(mode);
+    if (len > 5 && strcmp(mode + len - 5, "-life") == 0) {
+        char fetch_mode[32];
+        snprintf(fetch_mode, sizeof fetch_mode, "%.*s", (int)(len - 5), mode);
+        for (int i = 0; i < total; i++) {
+            if (i == warmup)
+                mark("syscall_loop: begin");
+            id_life(fetch_mode, ch, &dst);
+        }
+        mark("syscall_loop: end");
+        rdma_destroy_event_channel(ch);
+        printf("events %d\n", events);
+        return 0;
+    }
     if (nonblocking_mode(mode) && fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK))
         die("fcntl");
     struct rdma_cm_id **ids = calloc((size_t)total, sizeof *ids);
@@ -153,13 +196,9 @@ int main(int argc, char **argv)
             mark("syscall_loop: begin");
         if (rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&dst, 2000))
             die("rdma_resolve_addr");
-        int n = fetch(mode, ch);
-        if (n != 1) {
-            fprintf(stderr, "syscall_loop: %s took %d events for one resolution\n", mode, n);
-            return 1;
-        }
+        fetch_one(mode, ch);
         if (i >= warmup)
-            got += n;
+            got++;
     }
     mark("syscall_loop: end");
     for (int i = 0; i < total; i++)

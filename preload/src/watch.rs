@@ -5,7 +5,8 @@
 //! unnamed. (Unacked events the program holds are named before the call blocks: judge_wait.)
 //!
 //! The watcher costs nothing per event: it ticks (every CMSAFE_HANG_MS/2) only while calls are
-//! being watched, and parks when none is, until the next watched call wakes it.
+//! being watched or begin, and parks after a tick in which none was, until the next watched
+//! call wakes it (one futex(2) per burst of calls, none per call).
 
 use std::time::Duration;
 
@@ -32,6 +33,9 @@ pub struct Watch {
     watcher: Option<std::thread::Thread>,
     /// The watcher is parked until a call to watch arrives.
     idle: bool,
+    /// A call began since the watcher's last tick: it parks only after a whole tick without
+    /// one, so a program that destroys ids steadily never pays a wake-up (futex(2)) per call.
+    begun: bool,
 }
 
 pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
@@ -40,6 +44,7 @@ pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
     started: false,
     watcher: None,
     idle: false,
+    begun: false,
 });
 
 fn watch() -> crate::sync::Guard<'static, Watch> {
@@ -58,6 +63,7 @@ pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
             t.unpark();
         }
     }
+    w.begun = true;
     let token = w.next_token;
     w.next_token += 1;
     w.calls.push(Blocked {
@@ -123,7 +129,8 @@ fn watcher() {
                     due.push(b.wait);
                 }
             }
-            w.idle = w.calls.is_empty();
+            let begun = std::mem::take(&mut w.begun);
+            w.idle = w.calls.is_empty() && !begun;
             (due, w.idle)
         };
         for wait in due {
