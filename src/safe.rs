@@ -7,7 +7,11 @@
 //! first. librdmacm's own event is acked the moment it is copied, so rdma_destroy_id and
 //! rdma_migrate_id never wait on an event the program forgot.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
+// was a large share of the cost per event.
+use rustc_hash::FxHashMap;
 
 use crate::cm::{rdma_cm_event, rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST};
 use crate::event::Event;
@@ -33,13 +37,13 @@ type Entry = (usize, u64);
 
 #[derive(Default)]
 pub struct SafeCopies {
-    live: HashMap<usize, Event>,
-    acked: HashMap<usize, Event>,
+    live: FxHashMap<usize, Event>,
+    acked: FxHashMap<usize, Event>,
     /// Ack order, oldest first; entries whose copy already left are skipped.
     order: VecDeque<Entry>,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
-    by_id: HashMap<usize, Vec<Entry>>,
+    by_id: FxHashMap<usize, Vec<Entry>>,
 }
 
 /// The pointer a program reads an event copy through.

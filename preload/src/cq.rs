@@ -10,7 +10,9 @@
 //! ibv_destroy_cq returns; destroyed CQs are remembered in a short ring only, to name acks that
 //! come after the destroy.
 
-use std::collections::HashMap;
+// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
+// was a large share of the cost per event.
+use rustc_hash::FxHashMap;
 
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
@@ -91,7 +93,7 @@ pub enum DestroyIssue {
 }
 
 pub struct Cqs {
-    live: HashMap<usize, Cq>,
+    live: FxHashMap<usize, Cq>,
     destroyed: Destroyed<usize>,
     pub tally: Tally,
 }
@@ -105,7 +107,7 @@ impl Default for Cqs {
 impl Cqs {
     pub fn new() -> Self {
         Cqs {
-            live: HashMap::new(),
+            live: FxHashMap::default(),
             destroyed: Destroyed::default(),
             tally: Tally::default(),
         }

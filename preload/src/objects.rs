@@ -6,7 +6,11 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
+// was a large share of the cost per event.
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
@@ -21,7 +25,7 @@ pub const GONE_CAP: usize = 4096;
 /// must not take the newer mark with it when it ages out.
 #[derive(Default)]
 struct Gone {
-    set: HashMap<usize, u64>,
+    set: FxHashMap<usize, u64>,
     order: VecDeque<(usize, u64)>,
     next: u64,
 }
@@ -70,8 +74,8 @@ pub struct Leftover {
 }
 
 pub struct Objects {
-    ids: HashMap<usize, Id>,
-    channels: HashMap<usize, bool>,
+    ids: FxHashMap<usize, Id>,
+    channels: FxHashMap<usize, bool>,
     gone_ids: Gone,
     gone_channels: Gone,
     /// Rejected request ids not destroyed yet.
@@ -86,8 +90,8 @@ impl Objects {
     pub fn new(threshold: usize) -> Objects {
         let threshold = threshold.max(1);
         Objects {
-            ids: HashMap::new(),
-            channels: HashMap::new(),
+            ids: FxHashMap::default(),
+            channels: FxHashMap::default(),
             gone_ids: Gone::default(),
             gone_channels: Gone::default(),
             rejected: 0,

@@ -4,7 +4,11 @@
 //! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
+// was a large share of the cost per event.
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
@@ -53,8 +57,8 @@ impl Op {
 const ACKED_CAP: usize = 4096;
 
 pub struct State {
-    live: HashMap<usize, Record>,
-    acked: HashMap<usize, Record>,
+    live: FxHashMap<usize, Record>,
+    acked: FxHashMap<usize, Record>,
     acked_order: VecDeque<usize>,
     events: u64,
     by_type: [u64; 17],
@@ -123,8 +127,8 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
 
 fn new_state(cfg: &Config) -> State {
     State {
-        live: HashMap::new(),
-        acked: HashMap::new(),
+        live: FxHashMap::default(),
+        acked: FxHashMap::default(),
         acked_order: VecDeque::new(),
         events: 0,
         by_type: [0; 17],

@@ -5,8 +5,10 @@
 //! States are keyed by the channel's address and never freed: a handful of bytes per channel
 //! the process ever used, and no lifetime to get wrong when a channel is destroyed.
 
+// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
+// was a large share of the cost per event.
+use rustc_hash::FxHashMap;
 use std::alloc::{alloc, Layout};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -78,7 +80,7 @@ impl ChannelState {
     }
 }
 
-static STATES: RwLock<Option<HashMap<usize, &'static ChannelState>>> = RwLock::new(None);
+static STATES: RwLock<Option<FxHashMap<usize, &'static ChannelState>>> = RwLock::new(None);
 static PENDING: AtomicU64 = AtomicU64::new(0);
 
 /// Events waiting in some channel's state.
@@ -116,7 +118,7 @@ pub(crate) fn state_of(ch: *mut rdma_event_channel) -> Result<&'static ChannelSt
         return Ok(state);
     }
     let mut states = STATES.write().unwrap_or_else(|e| e.into_inner());
-    let map = states.get_or_insert_with(HashMap::new);
+    let map = states.get_or_insert_with(FxHashMap::default);
     if let Some(state) = map.get(&key) {
         return Ok(state);
     }
