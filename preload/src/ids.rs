@@ -36,9 +36,10 @@ pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
     !id.is_null() && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
 }
 
-/// The same for a call on `channel`.
+/// The same for a call on `channel`; free (no lock) until the program destroys a channel.
 pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
     !channel.is_null()
+        && crate::objects::ANY_CHANNEL_GONE.load(std::sync::atomic::Ordering::Relaxed)
         && refused(ret, libc::EBADF, |s, c| {
             s.use_of_channel(call, channel as usize, c)
         })

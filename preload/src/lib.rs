@@ -117,13 +117,25 @@ unsafe extern "C" fn cancelled_in_get(channel: *mut libc::c_void) {
 /// ack them while it waits); events other threads hold get up to CMSAFE_LATE_ACK_MS to be acked
 /// (a program's event thread may be about to), and are reported if they are not. Calls that
 /// wait for acks (destroy, migrate) are then watched until they return: the token for
-/// `watch::end` (0: not watched).
-fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> u64 {
-    let mut token = 0;
+/// `watch::end` (0: not watched). First of all, a call on an id the program destroyed is named
+/// (`use-after-destroy-id`), in the same pass over the state: None when safe mode refuses it,
+/// errno EINVAL.
+fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> Option<u64> {
+    let mut token = Some(0);
     quietly(|| {
         let caller = whereis::caller_at(ret);
-        // SAFETY: the program passes a live id to librdmacm.
-        let (mine, others) = with_state(|s| unsafe { s.waits_for(op, id) });
+        let judged = with_state(|s| {
+            if s.use_of_id(op.call(), id as usize, caller) && CONFIG.mode == Mode::Safe {
+                return None;
+            }
+            // SAFETY: the program passes a live id to librdmacm (a destroyed one was named
+            // above, and librdmacm reads it just the same).
+            Some(unsafe { s.waits_for(op, id) })
+        });
+        let Some((mine, others)) = judged else {
+            token = None;
+            return;
+        };
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
         }
@@ -141,9 +153,12 @@ fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> u64 {
         if op != Op::DestroyQp && !caller.in_librdmacm {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
-            token = watch::begin(op, id as usize, channel, caller);
+            token = Some(watch::begin(op, id as usize, channel, caller));
         }
     });
+    if token.is_none() {
+        set_errno(libc::EINVAL);
+    }
     token
 }
 
@@ -164,9 +179,7 @@ unsafe extern "C-unwind" fn get_cm_event(
         // SAFETY: the program's own arguments, passed on.
         return unsafe { real(channel, event) };
     }
-    if objects::ANY_CHANNEL_GONE.load(std::sync::atomic::Ordering::Relaxed)
-        && ids::channel_refused("rdma_get_cm_event", channel, ret)
-    {
+    if ids::channel_refused("rdma_get_cm_event", channel, ret) {
         return -1;
     }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
@@ -240,10 +253,9 @@ unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
-    if ids::id_refused("rdma_destroy_id", id, ret) {
+    let Some(token) = judge_wait(Op::DestroyId, id, ret) else {
         return -1;
-    }
-    let token = judge_wait(Op::DestroyId, id, ret);
+    };
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
     quietly(|| {
@@ -269,12 +281,12 @@ unsafe extern "C-unwind" fn migrate_id(
         // SAFETY: passed on as given.
         return unsafe { real(id, channel) };
     }
-    if ids::id_refused("rdma_migrate_id", id, ret)
-        || ids::channel_refused("rdma_migrate_id", channel, ret)
-    {
+    if ids::channel_refused("rdma_migrate_id", channel, ret) {
         return -1;
     }
-    let token = judge_wait(Op::MigrateId, id, ret);
+    let Some(token) = judge_wait(Op::MigrateId, id, ret) else {
+        return -1;
+    };
     // SAFETY: passed on as given.
     let rc = unsafe { real(id, channel) };
     quietly(|| watch::end(token));
@@ -312,11 +324,8 @@ unsafe extern "C-unwind" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
         set_errno(libc::ENOSYS);
         return;
     };
-    if CONFIG.mode != Mode::Off && !id.is_null() {
-        if ids::id_refused("rdma_destroy_qp", id, ret) {
-            return;
-        }
-        judge_wait(Op::DestroyQp, id, ret);
+    if CONFIG.mode != Mode::Off && !id.is_null() && judge_wait(Op::DestroyQp, id, ret).is_none() {
+        return;
     }
     // SAFETY: passed on as given.
     unsafe { real(id) }
