@@ -390,6 +390,14 @@ syscall-bench: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 syscall-test: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 	$(RXE_VM) -- scripts/syscall-count --events 200 --check
 
+# User-space instructions per event and per id, raw against the API and the preload, counted
+# by callgrind in the guest (scripts/insn-count): the CPU each event costs, by count.
+.PHONY: insn-bench
+insn-bench: $(BENCH)/syscall_loop preload
+	@mkdir -p bench/results
+	{ echo "## Instructions per event (guest: \`scripts/rxe-vm -- scripts/insn-count --n 100\`)"; \
+	  echo; $(RXE_VM) -- scripts/insn-count --n 100; } | tee bench/results/insns.md
+
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
 copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
@@ -415,4 +423,4 @@ setup-bench: $(BENCH)/cm_setup preload
 	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 9\`)"; \
 	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 9; } | tee bench/results/cm-setup.md
 
-bench: copy-bench setup-bench syscall-bench
+bench: copy-bench setup-bench syscall-bench insn-bench
