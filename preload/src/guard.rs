@@ -252,6 +252,12 @@ static RING_STACK: [[AtomicUsize; STACK]; RING] =
 static RING_HEAD: AtomicUsize = AtomicUsize::new(0);
 static RING_TAIL: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether a fault was recorded since the last drain: two loads, for every call's hot path.
+#[inline]
+pub fn faults_pending() -> bool {
+    RING_HEAD.load(Ordering::Acquire) != RING_TAIL.load(Ordering::Relaxed)
+}
+
 /// The faults recorded since the last call.
 pub fn drain_faults() -> Vec<Fault> {
     let head = RING_HEAD.load(Ordering::Acquire);

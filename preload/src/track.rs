@@ -211,6 +211,9 @@ impl State {
     }
 
     fn absorb_faults(&mut self) {
+        if !guard::faults_pending() {
+            return;
+        }
         for fault in guard::drain_faults() {
             // Already said on stderr by the signal handler.
             let f = Finding {
