@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 // Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
 // was a large share of the cost per event.
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::cm::{rdma_cm_event, rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST};
 use crate::event::Event;
@@ -35,6 +36,10 @@ pub enum Ack {
 /// program had) and sequence number, since a key may come back for a newer event.
 type Entry = (usize, u64);
 
+/// An id's acked copies: most ids see a handful of events in their life (address, route,
+/// established, disconnected), which fit without an allocation per id.
+type IdEntries = SmallVec<[Entry; 4]>;
+
 #[derive(Default)]
 pub struct SafeCopies {
     live: FxHashMap<usize, Event>,
@@ -43,7 +48,7 @@ pub struct SafeCopies {
     order: VecDeque<Entry>,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
-    by_id: FxHashMap<usize, Vec<Entry>>,
+    by_id: FxHashMap<usize, IdEntries>,
 }
 
 /// The pointer a program reads an event copy through.
@@ -125,7 +130,7 @@ impl SafeCopies {
         self.by_id = by_id
             .into_iter()
             .filter_map(|(id, v)| {
-                let v: Vec<Entry> = v.into_iter().filter(|&e| self.holds(e)).collect();
+                let v: IdEntries = v.into_iter().filter(|&e| self.holds(e)).collect();
                 (!v.is_empty()).then_some((id, v))
             })
             .collect();
