@@ -36,10 +36,16 @@ pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
     !id.is_null() && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
 }
 
-/// The same for a call on `channel`; free (no lock) until the program destroys a channel.
-pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
+/// Whether `channel` can be one the program destroyed: not NULL, and some channel was destroyed
+/// (a relaxed load, so checks cost no lock until the program destroys a channel).
+pub fn channel_may_be_gone(channel: *mut rdma_event_channel) -> bool {
     !channel.is_null()
         && crate::objects::ANY_CHANNEL_GONE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The same as `id_refused` for a call on `channel`.
+pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
+    channel_may_be_gone(channel)
         && refused(ret, libc::EBADF, |s, c| {
             s.use_of_channel(call, channel as usize, c)
         })

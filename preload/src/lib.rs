@@ -117,24 +117,40 @@ unsafe extern "C" fn cancelled_in_get(channel: *mut libc::c_void) {
 /// ack them while it waits); events other threads hold get up to CMSAFE_LATE_ACK_MS to be acked
 /// (a program's event thread may be about to), and are reported if they are not. Calls that
 /// wait for acks (destroy, migrate) are then watched until they return: the token for
-/// `watch::end` (0: not watched). First of all, a call on an id the program destroyed is named
-/// (`use-after-destroy-id`), in the same pass over the state: None when safe mode refuses it,
-/// errno EINVAL.
-fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> Option<u64> {
-    let mut token = Some(0);
+/// `watch::end` (0: not watched). First of all, in the same pass over the state, a call on an
+/// id the program destroyed is named (`use-after-destroy-id`), then one naming a channel it
+/// destroyed (`new_channel`, rdma_migrate_id's destination: `use-after-destroy-channel`): the
+/// errno (EINVAL, EBADF) when safe mode refuses the call, set here.
+fn judge_wait(
+    op: Op,
+    id: *mut rdma_cm_id,
+    new_channel: *mut rdma_event_channel,
+    ret: usize,
+) -> Result<u64, i32> {
+    let mut token = Ok(0);
     quietly(|| {
         let caller = whereis::caller_at(ret);
+        let safe = CONFIG.mode == Mode::Safe;
         let judged = with_state(|s| {
-            if s.use_of_id(op.call(), id as usize, caller) && CONFIG.mode == Mode::Safe {
-                return None;
+            if s.use_of_id(op.call(), id as usize, caller) && safe {
+                return Err(libc::EINVAL);
+            }
+            if ids::channel_may_be_gone(new_channel)
+                && s.use_of_channel(op.call(), new_channel as usize, caller)
+                && safe
+            {
+                return Err(libc::EBADF);
             }
             // SAFETY: the program passes a live id to librdmacm (a destroyed one was named
             // above, and librdmacm reads it just the same).
-            Some(unsafe { s.waits_for(op, id) })
+            Ok(unsafe { s.waits_for(op, id) })
         });
-        let Some((mine, others)) = judged else {
-            token = None;
-            return;
+        let (mine, others) = match judged {
+            Ok(w) => w,
+            Err(e) => {
+                token = Err(e);
+                return;
+            }
         };
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
@@ -153,11 +169,11 @@ fn judge_wait(op: Op, id: *mut rdma_cm_id, ret: usize) -> Option<u64> {
         if op != Op::DestroyQp && !caller.in_librdmacm {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
-            token = Some(watch::begin(op, id as usize, channel, caller));
+            token = Ok(watch::begin(op, id as usize, channel, caller));
         }
     });
-    if token.is_none() {
-        set_errno(libc::EINVAL);
+    if let Err(e) = token {
+        set_errno(e);
     }
     token
 }
@@ -253,7 +269,7 @@ unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
         // SAFETY: passed on as given.
         return unsafe { real(id) };
     }
-    let Some(token) = judge_wait(Op::DestroyId, id, ret) else {
+    let Ok(token) = judge_wait(Op::DestroyId, id, std::ptr::null_mut(), ret) else {
         return -1;
     };
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
@@ -281,10 +297,7 @@ unsafe extern "C-unwind" fn migrate_id(
         // SAFETY: passed on as given.
         return unsafe { real(id, channel) };
     }
-    if ids::channel_refused("rdma_migrate_id", channel, ret) {
-        return -1;
-    }
-    let Some(token) = judge_wait(Op::MigrateId, id, ret) else {
+    let Ok(token) = judge_wait(Op::MigrateId, id, channel, ret) else {
         return -1;
     };
     // SAFETY: passed on as given.
@@ -324,7 +337,10 @@ unsafe extern "C-unwind" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
         set_errno(libc::ENOSYS);
         return;
     };
-    if CONFIG.mode != Mode::Off && !id.is_null() && judge_wait(Op::DestroyQp, id, ret).is_none() {
+    if CONFIG.mode != Mode::Off
+        && !id.is_null()
+        && judge_wait(Op::DestroyQp, id, std::ptr::null_mut(), ret).is_err()
+    {
         return;
     }
     // SAFETY: passed on as given.

@@ -28,7 +28,9 @@ pub struct Watch {
     next_token: u64,
     /// This process's watcher thread was started. Cleared in a child after fork(2), which starts
     /// its own: the pthread_atfork handler says so, where asking getpid(2) at each watched call
-    /// would be a system call raw librdmacm does not make.
+    /// would be a system call raw librdmacm does not make. (A child made by a raw clone(2) runs
+    /// no fork handler and keeps the parent's word: it has no watcher, and inherits the
+    /// preload's locks as they were, which no preload survives.)
     started: bool,
     watcher: Option<std::thread::Thread>,
     /// The watcher is parked until a call to watch arrives.
