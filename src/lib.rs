@@ -38,3 +38,8 @@ pub use pool::AllocError;
 pub use snapshot::snapshot as stats;
 pub use stats::Stats;
 pub use status::StatusKind;
+
+/// A map keyed by this process's own pointers (events, cm_ids, channels, CQs, QPs), for cmsafe
+/// and the preload alike: FxHash, since no key comes from outside to flood a bucket, and SipHash
+/// was a large share of the cost per event.
+pub type PtrMap<K, V> = rustc_hash::FxHashMap<K, V>;

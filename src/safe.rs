@@ -9,9 +9,7 @@
 
 use std::collections::VecDeque;
 
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
+use crate::PtrMap;
 use smallvec::SmallVec;
 
 use crate::cm::{rdma_cm_event, rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST};
@@ -26,7 +24,7 @@ const ORDER_MAX: usize = 2 * ACKED_CAP + 64;
 
 /// Whether `acked` still holds the copy of entry `(key, seq)` (a key may come back for a newer
 /// event).
-fn holds(acked: &FxHashMap<usize, Event>, (key, seq): Entry) -> bool {
+fn holds(acked: &PtrMap<usize, Event>, (key, seq): Entry) -> bool {
     acked.get(&key).is_some_and(|ev| ev.seq() == seq)
 }
 
@@ -51,13 +49,13 @@ type IdEntries = SmallVec<[Entry; 4]>;
 
 #[derive(Default)]
 pub struct SafeCopies {
-    live: FxHashMap<usize, Event>,
-    acked: FxHashMap<usize, Event>,
+    live: PtrMap<usize, Event>,
+    acked: PtrMap<usize, Event>,
     /// Ack order, oldest first; entries whose copy already left are skipped.
     order: VecDeque<Entry>,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
-    by_id: FxHashMap<usize, IdEntries>,
+    by_id: PtrMap<usize, IdEntries>,
 }
 
 /// The pointer a program reads an event copy through.

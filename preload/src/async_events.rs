@@ -9,9 +9,7 @@
 //! taken. One entry per object the program got or acked async events of, removed when its destroy
 //! returns; destroyed objects are remembered in a short ring only, to name acks after the destroy.
 
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
+use cmsafe::PtrMap;
 
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
@@ -123,7 +121,7 @@ type Key = (Object, usize);
 
 #[derive(Default)]
 pub struct Asyncs {
-    live: FxHashMap<Key, Obj>,
+    live: PtrMap<Key, Obj>,
     destroyed: Destroyed<Key>,
     pub tally: Tally,
 }

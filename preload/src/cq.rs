@@ -10,9 +10,7 @@
 //! ibv_destroy_cq returns; destroyed CQs are remembered in a short ring only, to name acks that
 //! come after the destroy.
 
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
+use cmsafe::PtrMap;
 
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
@@ -93,7 +91,7 @@ pub enum DestroyIssue {
 }
 
 pub struct Cqs {
-    live: FxHashMap<usize, Cq>,
+    live: PtrMap<usize, Cq>,
     destroyed: Destroyed<usize>,
     pub tally: Tally,
 }
@@ -107,7 +105,7 @@ impl Default for Cqs {
 impl Cqs {
     pub fn new() -> Self {
         Cqs {
-            live: FxHashMap::default(),
+            live: PtrMap::default(),
             destroyed: Destroyed::default(),
             tally: Tally::default(),
         }

@@ -7,11 +7,9 @@
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
 use std::collections::VecDeque;
-
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use cmsafe::PtrMap;
 
 /// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
 /// the check (and its lock).
@@ -25,7 +23,7 @@ pub const GONE_CAP: usize = 4096;
 /// must not take the newer mark with it when it ages out.
 #[derive(Default)]
 struct Gone {
-    set: FxHashMap<usize, u64>,
+    set: PtrMap<usize, u64>,
     order: VecDeque<(usize, u64)>,
     next: u64,
 }
@@ -74,8 +72,8 @@ pub struct Leftover {
 }
 
 pub struct Objects {
-    ids: FxHashMap<usize, Id>,
-    channels: FxHashMap<usize, bool>,
+    ids: PtrMap<usize, Id>,
+    channels: PtrMap<usize, bool>,
     gone_ids: Gone,
     gone_channels: Gone,
     /// Rejected request ids not destroyed yet.
@@ -90,8 +88,8 @@ impl Objects {
     pub fn new(threshold: usize) -> Objects {
         let threshold = threshold.max(1);
         Objects {
-            ids: FxHashMap::default(),
-            channels: FxHashMap::default(),
+            ids: PtrMap::default(),
+            channels: PtrMap::default(),
             gone_ids: Gone::default(),
             gone_channels: Gone::default(),
             rejected: 0,

@@ -6,9 +6,7 @@
 
 use std::collections::VecDeque;
 
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
+use cmsafe::PtrMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
@@ -57,8 +55,8 @@ impl Op {
 const ACKED_CAP: usize = 4096;
 
 pub struct State {
-    live: FxHashMap<usize, Record>,
-    acked: FxHashMap<usize, Record>,
+    live: PtrMap<usize, Record>,
+    acked: PtrMap<usize, Record>,
     acked_order: VecDeque<usize>,
     events: u64,
     by_type: [u64; 17],
@@ -127,8 +125,8 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
 
 fn new_state(cfg: &Config) -> State {
     State {
-        live: FxHashMap::default(),
-        acked: FxHashMap::default(),
+        live: PtrMap::default(),
+        acked: PtrMap::default(),
         acked_order: VecDeque::new(),
         events: 0,
         by_type: [0; 17],

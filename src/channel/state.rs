@@ -5,9 +5,6 @@
 //! States are keyed by the channel's address and never freed: a handful of bytes per channel
 //! the process ever used, and no lifetime to get wrong when a channel is destroyed.
 
-// Keys are this process's own pointers: nothing to defend against hash flooding, and SipHash
-// was a large share of the cost per event.
-use rustc_hash::FxHashMap;
 use std::alloc::{alloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -18,6 +15,7 @@ use crate::cm::{rdma_cm_event, rdma_event_channel};
 use crate::fault;
 use crate::pool::AllocError;
 use crate::stats::COUNTERS;
+use crate::PtrMap;
 
 /// An event fetched from librdmacm and not acked yet.
 pub(crate) struct RawEvent(pub *mut rdma_cm_event);
@@ -80,7 +78,7 @@ impl ChannelState {
     }
 }
 
-static STATES: RwLock<Option<FxHashMap<usize, &'static ChannelState>>> = RwLock::new(None);
+static STATES: RwLock<Option<PtrMap<usize, &'static ChannelState>>> = RwLock::new(None);
 static PENDING: AtomicU64 = AtomicU64::new(0);
 
 /// Events waiting in some channel's state.
@@ -118,7 +116,7 @@ pub(crate) fn state_of(ch: *mut rdma_event_channel) -> Result<&'static ChannelSt
         return Ok(state);
     }
     let mut states = STATES.write().unwrap_or_else(|e| e.into_inner());
-    let map = states.get_or_insert_with(FxHashMap::default);
+    let map = states.get_or_insert_with(PtrMap::default);
     if let Some(state) = map.get(&key) {
         return Ok(state);
     }
