@@ -22,6 +22,11 @@ pub const ACKED_CAP: usize = 4096;
 /// Entries of the ack order before `compact` drops those whose copy already left.
 const ORDER_MAX: usize = 2 * ACKED_CAP + 64;
 
+/// Entries of the per-id index before `compact` runs: the copies kept take at most two each
+/// (a CONNECT_REQUEST is listed under its listen id too), so at least as many again are stale
+/// by then and compaction stays amortized O(1).
+const INDEX_MAX: usize = 2 * ORDER_MAX;
+
 /// Whether `acked` still holds the copy of entry `(key, seq)` (a key may come back for a newer
 /// event).
 fn holds(acked: &PtrMap<usize, Event>, (key, seq): Entry) -> bool {
@@ -56,6 +61,10 @@ pub struct SafeCopies {
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
     by_id: PtrMap<usize, IdEntries>,
+    /// Entries in `by_id`: an id that lives on while its events come and go (a listen id, a
+    /// UD id joining groups) leaves one stale entry per event, which the ack order's length
+    /// alone would never bring to compaction.
+    indexed: usize,
 }
 
 /// The pointer a program reads an event copy through.
@@ -90,6 +99,11 @@ impl SafeCopies {
         p
     }
 
+    /// The pointer a program reads `ev` through (what `insert` returns for it).
+    pub fn handle(ev: &Event) -> *mut rdma_cm_event {
+        handle(ev)
+    }
+
     fn holds(&self, e: Entry) -> bool {
         holds(&self.acked, e)
     }
@@ -97,38 +111,50 @@ impl SafeCopies {
     pub fn ack(&mut self, ptr: *mut rdma_cm_event) -> Ack {
         let key = ptr as usize;
         if let Some(ev) = self.live.remove(&key) {
-            let entry = (key, ev.seq());
-            self.by_id.entry(ev.id() as usize).or_default().push(entry);
-            if ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null() {
-                self.by_id
-                    .entry(ev.listen_id() as usize)
-                    .or_default()
-                    .push(entry);
-            }
-            self.acked.insert(key, ev);
-            if self.order.capacity() == 0 {
-                // Once, at its largest: growing it by doubling would free buffers past glibc's
-                // mmap threshold too (see `compact`).
-                self.order.reserve_exact(ORDER_MAX + 1);
-            }
-            self.order.push_back(entry);
-            while self.acked.len() > ACKED_CAP {
-                match self.order.pop_front() {
-                    Some(e) if self.holds(e) => {
-                        self.acked.remove(&e.0);
-                    }
-                    Some(_) => {}
-                    None => break,
-                }
-            }
-            self.compact();
+            self.keep(ev);
             return Ack::Acked;
         }
-        if self.acked.contains_key(&key) {
+        // A copy acked so long ago that it has left is still cmsafe's memory, which
+        // librdmacm's ack would free as its own.
+        if self.acked.contains_key(&key) || Event::is_copy_address(ptr) {
             Ack::AlreadyAcked
         } else {
             Ack::Unknown
         }
+    }
+
+    /// Keeps a copy the program has just acked, until its id is destroyed or newer acks push
+    /// it out. For a caller that held the copy itself from the fetch to the ack (the preload's
+    /// tracker keeps it in its own record), so that no second map holds every copy in flight.
+    pub fn keep(&mut self, ev: Event) {
+        let key = handle(&ev) as usize;
+        let entry = (key, ev.seq());
+        self.by_id.entry(ev.id() as usize).or_default().push(entry);
+        self.indexed += 1;
+        if ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null() {
+            self.by_id
+                .entry(ev.listen_id() as usize)
+                .or_default()
+                .push(entry);
+            self.indexed += 1;
+        }
+        self.acked.insert(key, ev);
+        if self.order.capacity() == 0 {
+            // Once, at its largest: growing it by doubling would free buffers past glibc's
+            // mmap threshold too (see `compact`).
+            self.order.reserve_exact(ORDER_MAX + 1);
+        }
+        self.order.push_back(entry);
+        while self.acked.len() > ACKED_CAP {
+            match self.order.pop_front() {
+                Some(e) if self.holds(e) => {
+                    self.acked.remove(&e.0);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        self.compact();
     }
 
     /// Drops entries whose copy already left, once they outnumber the copies: amortized O(1).
@@ -136,21 +162,26 @@ impl SafeCopies {
     /// glibc's mmap threshold, so the next one comes from the heap and stays resident (a step
     /// in the resident set well after warm-up, seen by the soak test).
     fn compact(&mut self) {
-        if self.order.len() <= ORDER_MAX {
+        if self.order.len() <= ORDER_MAX && self.indexed <= INDEX_MAX {
             return;
         }
         let acked = &self.acked;
         self.order.retain(|&e| holds(acked, e));
+        let mut indexed = 0;
         self.by_id.retain(|_, v| {
             v.retain(|e| holds(acked, *e));
+            indexed += v.len();
             !v.is_empty()
         });
+        self.indexed = indexed;
     }
 
     /// After rdma_destroy_id(id): acked copies of its events may go. Copies the program never
     /// acked stay valid: it may still read them.
     pub fn id_destroyed(&mut self, id: usize) {
-        for e in self.by_id.remove(&id).unwrap_or_default() {
+        let entries = self.by_id.remove(&id).unwrap_or_default();
+        self.indexed -= entries.len();
+        for e in entries {
             if self.holds(e) {
                 self.acked.remove(&e.0);
             }
@@ -232,5 +263,50 @@ mod tests {
         assert_eq!(c.counts(), (0, ACKED_CAP));
         c.id_destroyed(idp);
         assert_eq!(c.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_copy_acked_again_after_it_left_is_never_unknown() {
+        // SAFETY: all-zero is a valid rdma_cm_id.
+        let id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        let idp = &*id as *const _ as usize;
+        let mut c = SafeCopies::new();
+        // SAFETY: a valid event with a live id.
+        let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_ESTABLISHED, idp, 0)) }.unwrap();
+        assert_eq!(c.ack(p), Ack::Acked);
+        c.id_destroyed(idp);
+        assert_eq!(c.counts(), (0, 0));
+        // Its copy is gone (its slot released), but the pointer is cmsafe's memory still:
+        // librdmacm must not be given it.
+        assert_eq!(c.ack(p), Ack::AlreadyAcked);
+        let local = 0u64;
+        assert_eq!(
+            c.ack(&local as *const u64 as *mut rdma_cm_event),
+            Ack::Unknown
+        );
+    }
+
+    #[test]
+    fn an_id_that_lives_on_keeps_a_bounded_index() {
+        // SAFETY: all-zero is a valid rdma_cm_id.
+        let ids: Vec<Box<rdma_cm_id>> = (0..2)
+            .map(|_| Box::new(unsafe { std::mem::zeroed() }))
+            .collect();
+        let (id, listen) = (&*ids[0] as *const _ as usize, &*ids[1] as *const _ as usize);
+        let mut c = SafeCopies::new();
+        // A listen id never destroyed, and CONNECT_REQUESTs on one id: nothing but the cap
+        // ever drops a copy, so the index's stale entries must be dropped by compaction.
+        for _ in 0..3 * INDEX_MAX {
+            // SAFETY: a valid event whose ids are live.
+            let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_CONNECT_REQUEST, id, listen)) }.unwrap();
+            assert_eq!(c.ack(p), Ack::Acked);
+            assert!(c.indexed <= INDEX_MAX + 2, "{} index entries", c.indexed);
+        }
+        let listed: usize = c.by_id.values().map(|v| v.len()).sum();
+        assert_eq!(listed, c.indexed);
+        assert_eq!(c.counts(), (0, ACKED_CAP));
+        c.id_destroyed(listen);
+        assert_eq!(c.counts(), (0, 0));
+        assert_eq!(c.by_id.values().map(|v| v.len()).sum::<usize>(), c.indexed);
     }
 }

@@ -208,6 +208,13 @@ pub unsafe fn copy_to_page(
     Some((page, copy))
 }
 
+/// Whether `ptr` is where a copy on one of our pages begins (live, acked or reused since): the
+/// program's pointer to one of audit mode's copies, never librdmacm's.
+pub fn is_page_copy(ptr: usize) -> bool {
+    let b = BASE.load(Ordering::Acquire);
+    b != 0 && ptr >= b && ptr < b + PAGES * PAGE && (ptr - b) % PAGE == 0
+}
+
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
     STATE[page as usize].store(ACKED, Ordering::Release);

@@ -9,8 +9,9 @@ pub enum Holder {
     Raw(usize),
     /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
     Guarded { page: u32, raw: usize },
-    /// Safe: cmsafe's copy, kept in `State::copies`; librdmacm's event was acked at once.
-    Safe,
+    /// Safe: cmsafe's copy (librdmacm's event was acked at once), held here until the program
+    /// acks it, then moved to `State::copies` (None from then on).
+    Safe(Option<cmsafe::Event>),
 }
 
 pub struct Record {

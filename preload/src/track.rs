@@ -265,7 +265,7 @@ impl State {
             cm.id as usize
         };
         let (handed, holder, ack_now) = match prepared {
-            Prepared::Safe(ev) => (self.copies.insert(ev), Holder::Safe, true),
+            Prepared::Safe(ev) => (SafeCopies::handle(&ev), Holder::Safe(Some(ev)), true),
             Prepared::Guarded(page, copy) => (
                 copy,
                 Holder::Guarded {
@@ -335,18 +335,29 @@ impl State {
                 self.add(f);
                 return Err(false);
             }
+            // One of our copies, acked so long ago that its record has left, is still a double
+            // ack, and librdmacm must not see it: it would free memory it does not own.
+            let ours = cmsafe::Event::is_copy_address(ptr as *const rdma_cm_event)
+                || guard::is_page_copy(ptr);
+            let (kind, message) = if ours {
+                (Kind::DoubleAck, format!(
+                    "rdma_ack_cm_event({ptr:#x}) of an event this preload copied, acked long ago (over {ACKED_CAP} acks since: its record is gone); not passed to librdmacm"
+                ))
+            } else {
+                (Kind::ForeignAck, format!(
+                    "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
+                ))
+            };
             self.add(Finding {
-                kind: Kind::ForeignAck,
+                kind,
                 seq: 0,
                 event_type: "-",
                 id: 0,
                 thread: whereis::thread_id(),
                 place: place(),
-                message: format!(
-                    "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
-                ),
+                message,
             });
-            return Err(true);
+            return Err(!ours);
         };
         r.ack_ns = now_ns();
         let held = r.ack_ns - r.get_ns;
@@ -360,14 +371,16 @@ impl State {
         }
         self.held.add(held);
         self.report.event(&r);
-        let to_ack = match &r.holder {
+        let to_ack = match &mut r.holder {
             Holder::Raw(raw) => Some(*raw),
             Holder::Guarded { page, raw } => {
                 guard::seal(*page);
                 Some(*raw)
             }
-            Holder::Safe => {
-                self.copies.ack(ptr as *mut rdma_cm_event);
+            Holder::Safe(copy) => {
+                if let Some(ev) = copy.take() {
+                    self.copies.keep(ev);
+                }
                 None
             }
         };

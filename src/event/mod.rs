@@ -193,6 +193,14 @@ impl Event {
         unsafe { Self::copy_of(raw) }
     }
 
+    /// Whether `cm` is where a copy made here was handed out as librdmacm's struct (what
+    /// [`Event::cm`] returned), whether the copy is still live or was released since: memory
+    /// of cmsafe's own, which librdmacm's `rdma_ack_cm_event` must never be given.
+    pub fn is_copy_address(cm: *const rdma_cm_event) -> bool {
+        let slot = (cm as *const u8).wrapping_sub(crate::pool::VALUE_OFFSET);
+        slot::classify(slot) != crate::pool::SlotState::Foreign
+    }
+
     fn head(&self) -> &Head {
         // SAFETY: we hold a reference, so the slot is live.
         unsafe { slot::head(self.0.as_ptr()) }

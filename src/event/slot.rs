@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::copy::ParamKind;
 use super::local::Local;
 use crate::cm::rdma_cm_event;
-#[cfg(feature = "capi")]
-use crate::pool::SlotState;
-use crate::pool::{AllocError, Slab, CLASSES, VALUE_OFFSET};
+use crate::pool::{AllocError, Slab, SlotState, CLASSES, VALUE_OFFSET};
 use crate::stats::COUNTERS;
 use crate::status::Transport;
 
@@ -189,7 +187,6 @@ pub(crate) fn event_refs(slot: *const u8) -> u32 {
 }
 
 /// What `ptr` is: a live slot, a freed one, or none of ours.
-#[cfg(feature = "capi")]
 pub(crate) fn classify(ptr: *const u8) -> SlotState {
     SLAB.classify(ptr)
 }
