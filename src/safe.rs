@@ -188,6 +188,11 @@ impl SafeCopies {
         }
     }
 
+    /// The acked copy the program read through `ptr`, while it is kept.
+    pub fn kept(&self, ptr: *mut rdma_cm_event) -> Option<&Event> {
+        self.acked.get(&(ptr as usize))
+    }
+
     /// Copies handed out and not acked yet, and acked copies still kept.
     pub fn counts(&self) -> (usize, usize) {
         (self.live.len(), self.acked.len())

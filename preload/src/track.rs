@@ -4,6 +4,7 @@
 //! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
 use cmsafe::PtrMap;
@@ -57,7 +58,7 @@ const ACKED_CAP: usize = 4096;
 pub struct State {
     live: PtrMap<usize, Record>,
     acked: PtrMap<usize, Record>,
-    acked_order: VecDeque<usize>,
+    acked_order: VecDeque<(usize, u64)>,
     events: u64,
     by_type: [u64; 17],
     held: Held,
@@ -341,18 +342,23 @@ impl State {
                 || guard::is_page_copy(ptr);
             let (kind, message) = if ours {
                 (Kind::DoubleAck, format!(
-                    "rdma_ack_cm_event({ptr:#x}) of an event this preload copied, acked long ago (over {ACKED_CAP} acks since: its record is gone); not passed to librdmacm"
+                    "rdma_ack_cm_event({ptr:#x}) of an event this preload copied, acked long ago (its record is gone); not passed to librdmacm"
                 ))
             } else {
                 (Kind::ForeignAck, format!(
                     "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
                 ))
             };
+            // Safe mode may still keep the copy (its id lives): its type and id, then.
+            let (event_type, id) = self
+                .copies
+                .kept(ptr as *mut rdma_cm_event)
+                .map_or(("-", 0), |ev| (ev.event_type_name(), ev.id() as usize));
             self.add(Finding {
                 kind,
                 seq: 0,
-                event_type: "-",
-                id: 0,
+                event_type,
+                id,
                 thread: whereis::thread_id(),
                 place: place(),
                 message,
@@ -389,12 +395,20 @@ impl State {
     }
 
     fn keep_acked(&mut self, ptr: usize, r: Record) {
-        self.acked.insert(ptr, r);
-        self.acked_order.push_back(ptr);
+        let seq = r.seq;
+        if let Some(replaced) = self.acked.insert(ptr, r) {
+            forget(replaced);
+        }
+        self.acked_order.push_back((ptr, seq));
         while self.acked_order.len() > ACKED_CAP {
-            if let Some(old) = self.acked_order.pop_front() {
-                if let Some(r) = self.acked.remove(&old) {
-                    forget(r);
+            let Some((old, seq)) = self.acked_order.pop_front() else {
+                break;
+            };
+            // Safe mode's copies reuse their slots, so a pointer comes back for a newer event:
+            // only the entry of the record it holds now drops that record.
+            if let Entry::Occupied(e) = self.acked.entry(old) {
+                if e.get().seq == seq {
+                    forget(e.remove());
                 }
             }
         }
@@ -790,5 +804,45 @@ fn refused(errno_name: &str) -> String {
 fn forget(r: Record) {
     if let Holder::Guarded { page, .. } = r.holder {
         guard::recycle(page);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(seq: u64) -> Record {
+        Record {
+            seq,
+            event_type: 0,
+            status: 0,
+            id: 0,
+            owner: 0,
+            channel: 0,
+            thread: 0,
+            get_ns: 0,
+            ack_ns: 0,
+            pd_len: 0,
+            internal: false,
+            reported: 0,
+            holder: Holder::Safe(None),
+        }
+    }
+
+    #[test]
+    fn a_pointer_back_for_a_newer_event_keeps_its_record_for_its_own_window() {
+        let mut s = new_state(&CONFIG);
+        s.keep_acked(0x1000, acked(1));
+        // Safe mode's slot reused: the same pointer, acked again for a newer event.
+        s.keep_acked(0x1000, acked(2));
+        for i in 0..ACKED_CAP - 1 {
+            s.keep_acked(0x10_0000 + 16 * i, acked(3 + i as u64));
+        }
+        // The first ack's entry has left the order, but not the newer record it stood for.
+        assert_eq!(s.acked.get(&0x1000).map(|r| r.seq), Some(2));
+        assert_eq!(s.acked_order.len(), ACKED_CAP);
+        s.keep_acked(0x9000_0000, acked(1 << 40));
+        assert!(!s.acked.contains_key(&0x1000), "its own entry left");
+        assert_eq!(s.acked.len(), ACKED_CAP);
     }
 }
