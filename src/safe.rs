@@ -67,8 +67,8 @@ pub struct SafeCopies {
     indexed: usize,
 }
 
-/// The pointer a program reads an event copy through.
-fn handle(ev: &Event) -> *mut rdma_cm_event {
+/// The pointer a program reads an event copy through (what `insert` returns for it).
+pub fn handle(ev: &Event) -> *mut rdma_cm_event {
     ev.cm() as *const rdma_cm_event as *mut rdma_cm_event
 }
 
@@ -97,15 +97,6 @@ impl SafeCopies {
         let p = handle(&ev);
         self.live.insert(p as usize, ev);
         p
-    }
-
-    /// The pointer a program reads `ev` through (what `insert` returns for it).
-    pub fn handle(ev: &Event) -> *mut rdma_cm_event {
-        handle(ev)
-    }
-
-    fn holds(&self, e: Entry) -> bool {
-        holds(&self.acked, e)
     }
 
     pub fn ack(&mut self, ptr: *mut rdma_cm_event) -> Ack {
@@ -147,7 +138,7 @@ impl SafeCopies {
         self.order.push_back(entry);
         while self.acked.len() > ACKED_CAP {
             match self.order.pop_front() {
-                Some(e) if self.holds(e) => {
+                Some(e) if holds(&self.acked, e) => {
                     self.acked.remove(&e.0);
                 }
                 Some(_) => {}
@@ -182,7 +173,7 @@ impl SafeCopies {
         let entries = self.by_id.remove(&id).unwrap_or_default();
         self.indexed -= entries.len();
         for e in entries {
-            if self.holds(e) {
+            if holds(&self.acked, e) {
                 self.acked.remove(&e.0);
             }
         }

@@ -11,7 +11,7 @@ use cmsafe::PtrMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
-use cmsafe::safe::SafeCopies;
+use cmsafe::safe::{self, SafeCopies};
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
@@ -266,7 +266,7 @@ impl State {
             cm.id as usize
         };
         let (handed, holder, ack_now) = match prepared {
-            Prepared::Safe(ev) => (SafeCopies::handle(&ev), Holder::Safe(Some(ev)), true),
+            Prepared::Safe(ev) => (safe::handle(&ev), Holder::Safe(Some(ev)), true),
             Prepared::Guarded(page, copy) => (
                 copy,
                 Holder::Guarded {
