@@ -89,7 +89,8 @@ pair-test: deps
 
 test: deps fmt-check clippy cargo-test header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
-      preload-test services-test soak-test syscall-test insn-test pair-test fault-test
+      preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
+      fault-test
 	@echo "make test: all passed"
 
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
@@ -408,6 +409,7 @@ copy-bench: $(BENCH)/copy_path
 	@mkdir -p bench/results
 	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
 	  $(BENCH)/copy_path 51 20000 100000; echo; \
+	  echo "### By count: \`scripts/copy-insns\`"; echo; scripts/copy-insns; echo; \
 	  echo "### Where the time goes: \`perf record -e cpu-clock --call-graph dwarf $(BENCH)/copy_path profile 300000\`"; \
 	  echo; echo "cmsafe alone (cmsafe_event_copy + cmsafe_event_release of each kind); share of all samples,"; \
 	  echo "self (the function's own code, inlined callees included):"; echo; \
@@ -420,6 +422,11 @@ copy-bench: $(BENCH)/copy_path
 	    head -n 14 | sed 's/^/    /'; \
 	  echo; cat benches/copy_path_notes.md; \
 	} | tee bench/results/copy-path.md
+
+# The copy path's instructions per event held to a budget (a count: the same on a busy host).
+.PHONY: copy-insn-test
+copy-insn-test: $(BENCH)/copy_path
+	scripts/copy-insns --check
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, alternated.

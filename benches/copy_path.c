@@ -13,6 +13,9 @@
  *
  *   copy_path [RUNS] [BATCH] [HELD]
  *   copy_path profile N     cmsafe only: N copies of each kind, for perf record
+ *   copy_path insns K N     N copies of kind K (0-5) each way after a warm-up, inside
+ *                           count_cmsafe and count_hand: for callgrind's --toggle-collect
+ *                           (scripts/copy-insns), a count where the times above are noisy
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -102,6 +105,19 @@ static void hand_copy(const struct rdma_cm_event *raw)
     __asm__ volatile("" : : "r"(copy), "r"(p) : "memory");
     free(p);
     free(copy);
+}
+
+/* The loops scripts/copy-insns counts instructions in, by name (kept out of line for that). */
+__attribute__((noinline)) static void count_cmsafe(const struct rdma_cm_event *ev, long n)
+{
+    for (long i = 0; i < n; i++)
+        cmsafe_copy(ev);
+}
+
+__attribute__((noinline)) static void count_hand(const struct rdma_cm_event *ev, long n)
+{
+    for (long i = 0; i < n; i++)
+        hand_copy(ev);
 }
 
 /* Resident set size, bytes (VmRSS in /proc/self/status). */
@@ -226,7 +242,8 @@ static void measure(void (*copy)(const struct rdma_cm_event *), const struct rdm
 int main(int argc, char **argv)
 {
     int profile = argc > 2 && strcmp(argv[1], "profile") == 0;
-    int runs = argc > 1 && !profile ? atoi(argv[1]) : 51;
+    int insns = argc > 3 && strcmp(argv[1], "insns") == 0;
+    int runs = argc > 1 && !profile && !insns ? atoi(argv[1]) : 51;
     int batch = argc > 2 ? atoi(argv[2]) : 20000;
     int held = argc > 3 ? atoi(argv[3]) : 100000;
     for (unsigned i = 0; i < sizeof pdata; i++)
@@ -259,6 +276,23 @@ int main(int argc, char **argv)
     kinds[5].ev.id = &ud_id;
     kinds[5].ev.param.ud.private_data = &mcast_context;
 
+    if (insns) {
+        int k = atoi(argv[2]);
+        long n = atol(argv[3]);
+        if (k < 0 || k > 5 || n <= 0) {
+            fprintf(stderr, "copy_path insns: K is 0-5, N > 0\n");
+            return 2;
+        }
+        /* Warm-up outside the counted loops: the pool's first slots, the thread's block. */
+        for (int i = 0; i < 1000; i++) {
+            cmsafe_copy(&kinds[k].ev);
+            hand_copy(&kinds[k].ev);
+        }
+        count_cmsafe(&kinds[k].ev, n);
+        count_hand(&kinds[k].ev, n);
+        printf("%s\n", kinds[k].name);
+        return 0;
+    }
     if (profile) {
         long n = atol(argv[2]);
         for (int k = 0; k < 6; k++)

@@ -13,6 +13,8 @@
 //! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
 //! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection;
 //!   `snapshot` reads the counters with what is derived from the pool and the channels.
+//! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
+//!   acked copies; the preload's acked records and destroyed objects).
 //! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read.
 //! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the above.
 
@@ -27,6 +29,7 @@ pub mod fault;
 mod ffi;
 pub mod logging;
 mod pool;
+pub mod recent;
 pub mod safe;
 mod snapshot;
 pub mod stats;

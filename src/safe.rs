@@ -7,8 +7,7 @@
 //! first. librdmacm's own event is acked the moment it is copied, so rdma_destroy_id and
 //! rdma_migrate_id never wait on an event the program forgot.
 
-use std::collections::VecDeque;
-
+use crate::recent::{Recent, Stamped};
 use crate::PtrMap;
 use smallvec::SmallVec;
 
@@ -19,18 +18,16 @@ use crate::pool::AllocError;
 /// Acked copies kept alive at most, oldest released first.
 pub const ACKED_CAP: usize = 4096;
 
-/// Entries of the ack order before `compact` drops those whose copy already left.
-const ORDER_MAX: usize = 2 * ACKED_CAP + 64;
+/// Entries of the per-id index before `compact_index` runs: the copies kept take at most two
+/// each (a CONNECT_REQUEST is listed under its listen id too), so at least as many again are
+/// stale by then and compaction stays amortized O(1).
+const INDEX_MAX: usize = 4 * ACKED_CAP + 128;
 
-/// Entries of the per-id index before `compact` runs: the copies kept take at most two each
-/// (a CONNECT_REQUEST is listed under its listen id too), so at least as many again are stale
-/// by then and compaction stays amortized O(1).
-const INDEX_MAX: usize = 2 * ORDER_MAX;
-
-/// Whether `acked` still holds the copy of entry `(key, seq)` (a key may come back for a newer
-/// event).
-fn holds(acked: &PtrMap<usize, Event>, (key, seq): Entry) -> bool {
-    acked.get(&key).is_some_and(|ev| ev.seq() == seq)
+impl Stamped for Event {
+    /// A slot comes back for a newer event; its sequence number tells the two apart.
+    fn stamp(&self) -> u64 {
+        self.seq()
+    }
 }
 
 /// What an ack of a pointer meant.
@@ -44,27 +41,34 @@ pub enum Ack {
     Unknown,
 }
 
-/// An acked copy's place in the ack order and in its ids' lists: its key (the pointer the
-/// program had) and sequence number, since a key may come back for a newer event.
+/// An acked copy's place in its ids' lists: its key (the pointer the program had) and sequence
+/// number, since a key may come back for a newer event.
 type Entry = (usize, u64);
 
 /// An id's acked copies: most ids see a handful of events in their life (address, route,
 /// established, disconnected), which fit without an allocation per id.
 type IdEntries = SmallVec<[Entry; 4]>;
 
-#[derive(Default)]
 pub struct SafeCopies {
     live: PtrMap<usize, Event>,
-    acked: PtrMap<usize, Event>,
-    /// Ack order, oldest first; entries whose copy already left are skipped.
-    order: VecDeque<Entry>,
+    /// By the pointer the program had, at most [`ACKED_CAP`], the oldest ack released first.
+    acked: Recent<Event>,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
     by_id: PtrMap<usize, IdEntries>,
-    /// Entries in `by_id`: an id that lives on while its events come and go (a listen id, a
-    /// UD id joining groups) leaves one stale entry per event, which the ack order's length
-    /// alone would never bring to compaction.
+    /// Entries in `by_id`, stale ones included (see `compact_index`).
     indexed: usize,
+}
+
+impl Default for SafeCopies {
+    fn default() -> Self {
+        SafeCopies {
+            live: PtrMap::default(),
+            acked: Recent::new(ACKED_CAP),
+            by_id: PtrMap::default(),
+            indexed: 0,
+        }
+    }
 }
 
 /// The pointer a program reads an event copy through (what `insert` returns for it).
@@ -107,7 +111,7 @@ impl SafeCopies {
         }
         // A copy acked so long ago that it has left is still cmsafe's memory, which
         // librdmacm's ack would free as its own.
-        if self.acked.contains_key(&key) || Event::is_copy_address(ptr) {
+        if self.acked.contains(key) || Event::is_copy_address(ptr) {
             Ack::AlreadyAcked
         } else {
             Ack::Unknown
@@ -129,38 +133,23 @@ impl SafeCopies {
                 .push(entry);
             self.indexed += 1;
         }
-        self.acked.insert(key, ev);
-        if self.order.capacity() == 0 {
-            // Once, at its largest: growing it by doubling would free buffers past glibc's
-            // mmap threshold too (see `compact`).
-            self.order.reserve_exact(ORDER_MAX + 1);
-        }
-        self.order.push_back(entry);
-        while self.acked.len() > ACKED_CAP {
-            match self.order.pop_front() {
-                Some(e) if holds(&self.acked, e) => {
-                    self.acked.remove(&e.0);
-                }
-                Some(_) => {}
-                None => break,
-            }
-        }
-        self.compact();
+        // Nothing is replaced: a kept copy holds its slot, so its key cannot come back meanwhile.
+        // The copy pushed out by the cap is released here.
+        self.acked.insert(key, ev, drop);
+        self.compact_index();
     }
 
-    /// Drops entries whose copy already left, once they outnumber the copies: amortized O(1).
-    /// In place: a new collection each time would free a buffer of over 128 KiB, which raises
-    /// glibc's mmap threshold, so the next one comes from the heap and stays resident (a step
-    /// in the resident set well after warm-up, seen by the soak test).
-    fn compact(&mut self) {
-        if self.order.len() <= ORDER_MAX && self.indexed <= INDEX_MAX {
+    /// Drops index entries whose copy already left, once they outnumber the copies: amortized
+    /// O(1). An id that lives on while its events come and go (a listen id, a UD id joining
+    /// groups) would otherwise gain an entry per event for good.
+    fn compact_index(&mut self) {
+        if self.indexed <= INDEX_MAX {
             return;
         }
         let acked = &self.acked;
-        self.order.retain(|&e| holds(acked, e));
         let mut indexed = 0;
         self.by_id.retain(|_, v| {
-            v.retain(|e| holds(acked, *e));
+            v.retain(|&mut (key, seq)| acked.holds(key, seq));
             indexed += v.len();
             !v.is_empty()
         });
@@ -172,16 +161,14 @@ impl SafeCopies {
     pub fn id_destroyed(&mut self, id: usize) {
         let entries = self.by_id.remove(&id).unwrap_or_default();
         self.indexed -= entries.len();
-        for e in entries {
-            if holds(&self.acked, e) {
-                self.acked.remove(&e.0);
-            }
+        for (key, seq) in entries {
+            self.acked.remove_if(key, seq);
         }
     }
 
     /// The acked copy the program read through `ptr`, while it is kept.
     pub fn kept(&self, ptr: *mut rdma_cm_event) -> Option<&Event> {
-        self.acked.get(&(ptr as usize))
+        self.acked.get(ptr as usize)
     }
 
     /// Copies handed out and not acked yet, and acked copies still kept.

@@ -6,9 +6,9 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
 
 /// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
@@ -18,39 +18,38 @@ pub static ANY_CHANNEL_GONE: AtomicBool = AtomicBool::new(false);
 /// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
 pub const GONE_CAP: usize = 4096;
 
-/// Pointers destroyed lately, oldest first. Each mark carries the number of its insertion: a
-/// pointer destroyed, made again and destroyed again has an older entry in `order` too, which
-/// must not take the newer mark with it when it ages out.
-#[derive(Default)]
+/// Pointers destroyed lately, at most [`GONE_CAP`], the oldest forgotten first. Each mark is
+/// the number of its destruction: a pointer destroyed, made again and destroyed again is told
+/// apart from its first time.
 struct Gone {
-    set: PtrMap<usize, u64>,
-    order: VecDeque<(usize, u64)>,
+    marks: Recent<u64>,
     next: u64,
+}
+
+impl Default for Gone {
+    fn default() -> Self {
+        Gone {
+            marks: Recent::new(GONE_CAP),
+            next: 0,
+        }
+    }
 }
 
 impl Gone {
     fn insert(&mut self, p: usize) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.set.entry(p) {
-            e.insert(self.next);
-            self.order.push_back((p, self.next));
+        if !self.marks.contains(p) {
+            self.marks.insert(p, self.next, drop);
             self.next += 1;
-        }
-        while self.order.len() > GONE_CAP {
-            if let Some((old, mark)) = self.order.pop_front() {
-                if self.set.get(&old) == Some(&mark) {
-                    self.set.remove(&old);
-                }
-            }
         }
     }
 
-    /// Made anew: no longer destroyed. The order entry stays until it ages out (the set rules).
+    /// Made anew: no longer destroyed.
     fn remove(&mut self, p: usize) {
-        self.set.remove(&p);
+        self.marks.remove(p);
     }
 
     fn contains(&self, p: usize) -> bool {
-        self.set.contains_key(&p)
+        self.marks.contains(p)
     }
 }
 
@@ -237,8 +236,8 @@ mod tests {
         assert!(!o.id_gone(10));
         assert!(o.id_gone(11));
         assert!(o.id_gone(GONE_CAP + 10));
-        assert_eq!(o.gone_ids.set.len(), GONE_CAP);
-        assert_eq!(o.gone_ids.order.len(), GONE_CAP);
+        assert_eq!(o.gone_ids.marks.len(), GONE_CAP);
+        assert_eq!(o.gone_ids.marks.order_len(), GONE_CAP);
     }
 
     #[test]

@@ -4,9 +4,7 @@
 //! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
-use std::collections::hash_map::Entry;
-use std::collections::VecDeque;
-
+use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -57,8 +55,9 @@ const ACKED_CAP: usize = 4096;
 
 pub struct State {
     live: PtrMap<usize, Record>,
-    acked: PtrMap<usize, Record>,
-    acked_order: VecDeque<(usize, u64)>,
+    /// Safe mode's copies and librdmacm's blocks reuse their addresses, so a pointer comes
+    /// back for a newer event: each record ages out by its own ack, never by an older one.
+    acked: Recent<Record>,
     events: u64,
     by_type: [u64; 17],
     held: Held,
@@ -127,8 +126,7 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
 fn new_state(cfg: &Config) -> State {
     State {
         live: PtrMap::default(),
-        acked: PtrMap::default(),
-        acked_order: VecDeque::new(),
+        acked: Recent::new(ACKED_CAP),
         events: 0,
         by_type: [0; 17],
         held: Held::new(),
@@ -319,7 +317,7 @@ impl State {
         // Named only when there is something to report: dladdr scans symbol tables.
         let place = || whereis::describe(caller.addr);
         let Some(mut r) = self.live.remove(&ptr) else {
-            if let Some(prev) = self.acked.get(&ptr) {
+            if let Some(prev) = self.acked.get(ptr) {
                 let msg = format!(
                     "rdma_ack_cm_event of an event already acked {:.3} ms earlier",
                     (now_ns() - prev.ack_ns) as f64 / 1e6
@@ -395,23 +393,7 @@ impl State {
     }
 
     fn keep_acked(&mut self, ptr: usize, r: Record) {
-        let seq = r.seq;
-        if let Some(replaced) = self.acked.insert(ptr, r) {
-            forget(replaced);
-        }
-        self.acked_order.push_back((ptr, seq));
-        while self.acked_order.len() > ACKED_CAP {
-            let Some((old, seq)) = self.acked_order.pop_front() else {
-                break;
-            };
-            // Safe mode's copies reuse their slots, so a pointer comes back for a newer event:
-            // only the entry of the record it holds now drops that record.
-            if let Entry::Occupied(e) = self.acked.entry(old) {
-                if e.get().seq == seq {
-                    forget(e.remove());
-                }
-            }
-        }
+        self.acked.insert(ptr, r, forget);
     }
 
     /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
@@ -833,16 +815,18 @@ mod tests {
     fn a_pointer_back_for_a_newer_event_keeps_its_record_for_its_own_window() {
         let mut s = new_state(&CONFIG);
         s.keep_acked(0x1000, acked(1));
+        s.keep_acked(0x2000, acked(2));
         // Safe mode's slot reused: the same pointer, acked again for a newer event.
-        s.keep_acked(0x1000, acked(2));
-        for i in 0..ACKED_CAP - 1 {
-            s.keep_acked(0x10_0000 + 16 * i, acked(3 + i as u64));
+        s.keep_acked(0x1000, acked(3));
+        for i in 0..ACKED_CAP - 2 {
+            s.keep_acked(0x10_0000 + 16 * i, acked(4 + i as u64));
         }
-        // The first ack's entry has left the order, but not the newer record it stood for.
-        assert_eq!(s.acked.get(&0x1000).map(|r| r.seq), Some(2));
-        assert_eq!(s.acked_order.len(), ACKED_CAP);
+        assert_eq!(s.acked.len(), ACKED_CAP);
         s.keep_acked(0x9000_0000, acked(1 << 40));
-        assert!(!s.acked.contains_key(&0x1000), "its own entry left");
+        // The first ack's entry came up first; it stood for a record since replaced, so the
+        // oldest record still kept left instead of the newer one under that pointer.
+        assert!(!s.acked.contains(0x2000), "the oldest record left");
+        assert_eq!(s.acked.get(0x1000).map(|r| r.seq), Some(3));
         assert_eq!(s.acked.len(), ACKED_CAP);
     }
 }
