@@ -429,10 +429,10 @@ copy-insn-test: $(BENCH)/copy_path
 	scripts/copy-insns --check
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
-# cmtime's steps on the cmsafe API, alternated.
+# cmtime's steps on the cmsafe API, and two controls, in rounds of shuffled order.
 setup-bench: $(BENCH)/cm_setup preload
 	@mkdir -p bench/results
-	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 9\`)"; \
-	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 9; } | tee bench/results/cm-setup.md
+	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 21\`)"; \
+	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 21; } | tee bench/results/cm-setup.md
 
 bench: copy-bench setup-bench syscall-bench insn-bench

@@ -1,9 +1,9 @@
 //! The most recent entries of a map keyed by pointers that come back: cmsafe's slots, cm_ids
 //! and channels are all reused for newer objects. Bounded, the oldest forgotten first; an
 //! entry ages out only through its own place in the order, never through an older entry of the
-//! same key (the mistake each hand-written copy of this made once).
+//! same key.
 //!
-//! Users: safe mode's acked copies ([`crate::safe`]), and in the preload the tracker's acked
+//! Users: safe mode's acked copies (`safe`), and in the preload the tracker's acked
 //! records and the destroyed ids and channels.
 
 use std::collections::VecDeque;
@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use crate::PtrMap;
 
 /// What tells a value from an older one stored under the same key: a sequence number, an
-/// insertion count.
+/// insertion count. Two values ever stored under one key never share a stamp.
 pub trait Stamped {
     fn stamp(&self) -> u64;
 }
@@ -40,8 +40,8 @@ impl<V: Stamped> Recent<V> {
         }
     }
 
-    /// Stale entries allowed in the order before `compact`: as many as the live ones, so
-    /// compaction stays amortized O(1).
+    /// Entries allowed in the order before `compact`: at most `cap` are live, so at least
+    /// `cap + 64` are stale when it runs, and compaction stays amortized O(1).
     fn order_max(&self) -> usize {
         2 * self.cap + 64
     }
@@ -168,6 +168,30 @@ mod tests {
         assert_eq!(r.get(0x10), Some(&3));
         assert_eq!(r.len(), 3);
         assert!(r.holds(0x30, 4) && !r.holds(0x30, 3));
+    }
+
+    #[test]
+    fn compaction_keeps_the_live_values_in_their_order() {
+        let mut r = Recent::new(4);
+        for k in 1..=4u64 {
+            put(&mut r, k as usize, k);
+        }
+        // Key 4 replaced again and again: stale entries pile up until compaction runs.
+        let mut stamp = 100;
+        while r.order_len() > 4 || stamp == 100 {
+            assert_eq!(
+                put(&mut r, 4, stamp),
+                [if stamp == 100 { 4 } else { stamp - 1 }]
+            );
+            stamp += 1;
+            assert!(stamp < 1000, "never compacted");
+        }
+        // The live values kept their order: the oldest goes first, key 4 last.
+        assert_eq!(put(&mut r, 5, 1000), [1]);
+        assert_eq!(put(&mut r, 6, 1001), [2]);
+        assert_eq!(put(&mut r, 7, 1002), [3]);
+        assert_eq!(put(&mut r, 8, 1003), [stamp - 1]);
+        assert!(r.contains(5) && r.contains(8) && r.len() == 4);
     }
 
     #[test]
