@@ -242,7 +242,7 @@ static void measure(void (*copy)(const struct rdma_cm_event *), const struct rdm
 int main(int argc, char **argv)
 {
     int profile = argc > 2 && strcmp(argv[1], "profile") == 0;
-    int insns = argc > 3 && strcmp(argv[1], "insns") == 0;
+    int insns = argc > 1 && strcmp(argv[1], "insns") == 0;
     int runs = argc > 1 && !profile && !insns ? atoi(argv[1]) : 51;
     int batch = argc > 2 ? atoi(argv[2]) : 20000;
     int held = argc > 3 ? atoi(argv[3]) : 100000;
@@ -277,8 +277,8 @@ int main(int argc, char **argv)
     kinds[5].ev.param.ud.private_data = &mcast_context;
 
     if (insns) {
-        int k = atoi(argv[2]);
-        long n = atol(argv[3]);
+        int k = argc > 3 ? atoi(argv[2]) : -1;
+        long n = argc > 3 ? atol(argv[3]) : 0;
         if (k < 0 || k > 5 || n <= 0) {
             fprintf(stderr, "copy_path insns: K is 0-5, N > 0\n");
             return 2;
