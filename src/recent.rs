@@ -31,6 +31,11 @@ pub struct Recent<V> {
     cap: usize,
 }
 
+/// Whether `map` still holds the value stamped `stamp` under `key` (and not a newer one).
+fn current<V: Stamped>(map: &PtrMap<usize, V>, key: usize, stamp: u64) -> bool {
+    map.get(&key).is_some_and(|v| v.stamp() == stamp)
+}
+
 impl<V: Stamped> Recent<V> {
     pub fn new(cap: usize) -> Self {
         Recent {
@@ -90,7 +95,7 @@ impl<V: Stamped> Recent<V> {
 
     /// Whether the value stamped `stamp` is still the one under `key`.
     pub fn holds(&self, key: usize, stamp: u64) -> bool {
-        self.map.get(&key).is_some_and(|v| v.stamp() == stamp)
+        current(&self.map, key, stamp)
     }
 
     /// Removes the value under `key` whatever its stamp (its order entry goes stale).
@@ -128,8 +133,7 @@ impl<V: Stamped> Recent<V> {
     #[cold]
     fn compact(&mut self) {
         let map = &self.map;
-        self.order
-            .retain(|&(key, stamp)| map.get(&key).is_some_and(|v| v.stamp() == stamp));
+        self.order.retain(|&(key, stamp)| current(map, key, stamp));
     }
 }
 
