@@ -11,9 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
 
-/// Set once any event channel was destroyed: until then rdma_get_cm_event, the hot path, skips
-/// the check (and its lock).
+/// Set once the program destroyed an event channel it made: until then rdma_get_cm_event, the
+/// hot path, and rdma_create_id skip the check (and its lock). librdmacm's own channels never
+/// set it: its set-up destroys one (a probe id's) in every process.
 pub static ANY_CHANNEL_GONE: AtomicBool = AtomicBool::new(false);
+
+/// The same for cm_ids, checked before rdma_connect, rdma_accept, rdma_disconnect and
+/// rdma_reject.
+pub static ANY_ID_GONE: AtomicBool = AtomicBool::new(false);
 
 /// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
 pub const GONE_CAP: usize = 4096;
@@ -119,11 +124,17 @@ impl Objects {
         }
     }
 
-    pub fn id_destroyed(&mut self, id: usize) {
-        if let Some(old) = self.ids.remove(&id) {
-            self.forget_rejected(old);
-            self.gone_ids.insert(id);
+    /// True when the id was the program's (not librdmacm's own): the checks are on from then.
+    pub fn id_destroyed(&mut self, id: usize) -> bool {
+        let Some(old) = self.ids.remove(&id) else {
+            return false;
+        };
+        self.forget_rejected(old);
+        self.gone_ids.insert(id);
+        if !old.internal {
+            ANY_ID_GONE.store(true, Ordering::Relaxed);
         }
+        !old.internal
     }
 
     fn forget_rejected(&mut self, old: Id) {
@@ -161,11 +172,17 @@ impl Objects {
         self.channels.insert(channel, internal);
     }
 
-    pub fn channel_destroyed(&mut self, channel: usize) {
-        if self.channels.remove(&channel).is_some() {
-            self.gone_channels.insert(channel);
+    /// True when the channel was the program's (not librdmacm's own): the checks are on from
+    /// then.
+    pub fn channel_destroyed(&mut self, channel: usize) -> bool {
+        let Some(internal) = self.channels.remove(&channel) else {
+            return false;
+        };
+        self.gone_channels.insert(channel);
+        if !internal {
             ANY_CHANNEL_GONE.store(true, Ordering::Relaxed);
         }
+        !internal
     }
 
     /// True when the program destroyed `channel` and nothing made it again since.
@@ -223,6 +240,27 @@ mod tests {
         o.channel_created(0x30, false);
         assert!(!o.channel_gone(0x30));
         assert_eq!(o.leftover().channels, 1);
+    }
+
+    #[test]
+    fn only_the_programs_own_destroys_turn_the_checks_on() {
+        let mut o = Objects::new(64);
+        // librdmacm's set-up: a probe id on its own channel, made and destroyed inside it.
+        o.channel_created(0x40, true);
+        o.id_created(0x50, true, false);
+        assert!(!o.id_destroyed(0x50));
+        assert!(!o.channel_destroyed(0x40));
+        // Still remembered, for when the checks are on.
+        assert!(o.id_gone(0x50) && o.channel_gone(0x40));
+        // Never made, or already destroyed: nothing.
+        assert!(!o.id_destroyed(0x50) && !o.channel_destroyed(0x41));
+        o.channel_created(0x60, false);
+        o.id_created(0x70, false, false);
+        o.id_created(0x80, false, true);
+        assert!(o.id_destroyed(0x70));
+        assert!(o.id_destroyed(0x80));
+        assert!(o.channel_destroyed(0x60));
+        assert!(ANY_ID_GONE.load(Ordering::Relaxed) && ANY_CHANNEL_GONE.load(Ordering::Relaxed));
     }
 
     #[test]

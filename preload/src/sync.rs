@@ -1,67 +1,80 @@
 //! A mutex that survives fork(2): pthread_atfork takes it before the fork and both processes
 //! release it after, so a child never inherits it locked by a thread that does not exist there.
+//!
+//! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, where
+//! glibc's pthread_mutex_lock and unlock were about 80 instructions a pair, and the tracker's
+//! lock is taken twice per event). The guard taken before the fork is kept in the mutex itself
+//! until the parent and the child each drop theirs; in the child that drop may issue a futex
+//! wake for waiters that were left behind in the parent, which wakes nobody.
 
 use std::cell::UnsafeCell;
-use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-pub struct ForkSafeMutex<T> {
-    raw: UnsafeCell<libc::pthread_mutex_t>,
-    data: UnsafeCell<T>,
+pub struct ForkSafeMutex<T: 'static> {
+    inner: Mutex<T>,
+    /// The prepare handler's guard, until the parent or child handler drops it. Touched only by
+    /// the forking thread, while it holds `inner`.
+    fork_guard: UnsafeCell<Option<MutexGuard<'static, T>>>,
 }
 
-// SAFETY: access to `data` is serialized by `raw`.
+// SAFETY: `inner` serializes access to the data; `fork_guard` is touched only by the thread
+// that holds `inner` (the pthread_atfork handlers run in the forking thread).
 unsafe impl<T: Send> Sync for ForkSafeMutex<T> {}
 
-impl<T> ForkSafeMutex<T> {
+impl<T: 'static> ForkSafeMutex<T> {
     pub const fn new(data: T) -> Self {
         ForkSafeMutex {
-            raw: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
-            data: UnsafeCell::new(data),
+            inner: Mutex::new(data),
+            fork_guard: UnsafeCell::new(None),
         }
     }
 
-    pub fn lock(&self) -> Guard<'_, T> {
-        // SAFETY: a valid, statically initialized mutex; not recursive and never held across
-        // calls that re-enter the preload.
-        unsafe { libc::pthread_mutex_lock(self.raw.get()) };
-        Guard { mutex: self }
+    /// The data, locked. A panic caught while it was held (the preload catches every one) does
+    /// not make it unusable: the data is whatever the panicking code left, as before.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// For the pthread_atfork prepare handler: held until `unlock_after_fork`.
-    pub fn lock_for_fork(&self) {
-        // SAFETY: as in `lock`.
-        unsafe { libc::pthread_mutex_lock(self.raw.get()) };
+    pub fn lock_for_fork(&'static self) {
+        let guard = self.lock();
+        // SAFETY: only the thread holding `inner` touches `fork_guard` (see above).
+        unsafe { *self.fork_guard.get() = Some(guard) };
     }
 
     /// For the parent and child handlers, in the thread that called `lock_for_fork`.
-    pub fn unlock_after_fork(&self) {
-        // SAFETY: locked by this thread in the prepare handler.
-        unsafe { libc::pthread_mutex_unlock(self.raw.get()) };
+    pub fn unlock_after_fork(&'static self) {
+        // SAFETY: as in `lock_for_fork`: this thread still holds `inner` through that guard.
+        drop(unsafe { (*self.fork_guard.get()).take() });
     }
 }
 
-pub struct Guard<'a, T> {
-    mutex: &'a ForkSafeMutex<T>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl<T> Deref for Guard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the lock is held.
-        unsafe { &*self.mutex.data.get() }
+    static M: ForkSafeMutex<u32> = ForkSafeMutex::new(0);
+
+    #[test]
+    fn held_from_the_prepare_handler_to_the_after_handler() {
+        M.lock_for_fork();
+        assert!(M.inner.try_lock().is_err(), "held across the fork");
+        M.unlock_after_fork();
+        *M.lock() += 1;
+        assert_eq!(*M.lock(), 1);
+        // A second unlock with no fork in between releases nothing.
+        M.unlock_after_fork();
+        assert!(M.inner.try_lock().is_ok());
     }
-}
 
-impl<T> DerefMut for Guard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the lock is held, exclusively.
-        unsafe { &mut *self.mutex.data.get() }
-    }
-}
-
-impl<T> Drop for Guard<'_, T> {
-    fn drop(&mut self) {
-        // SAFETY: locked by this guard.
-        unsafe { libc::pthread_mutex_unlock(self.mutex.raw.get()) };
+    #[test]
+    fn a_panic_while_held_leaves_it_usable() {
+        static P: ForkSafeMutex<u32> = ForkSafeMutex::new(7);
+        let r = std::panic::catch_unwind(|| {
+            let _g = P.lock();
+            panic!("inside");
+        });
+        assert!(r.is_err());
+        assert_eq!(*P.lock(), 7);
     }
 }

@@ -150,7 +150,9 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     }
     let state = guard.as_mut().expect("just created");
     state.touched = true;
-    state.absorb_faults();
+    if guard::faults_pending() {
+        state.absorb_faults();
+    }
     f(state)
 }
 
@@ -207,10 +209,9 @@ impl State {
         });
     }
 
+    /// Faults the signal handler recorded (`guard::faults_pending`), as findings.
+    #[cold]
     fn absorb_faults(&mut self) {
-        if !guard::faults_pending() {
-            return;
-        }
         for fault in guard::drain_faults() {
             // Already said on stderr by the signal handler.
             let f = Finding {

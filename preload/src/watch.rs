@@ -49,7 +49,7 @@ pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
     begun: false,
 });
 
-fn watch() -> crate::sync::Guard<'static, Watch> {
+fn watch() -> std::sync::MutexGuard<'static, Watch> {
     WATCH.lock()
 }
 
