@@ -1,11 +1,15 @@
 //! Thread cancellation. Programs cancel their CM threads (libiscsi at every disconnect, rping at
 //! exit), and a deferred cancel acts at the next cancellation point: write(2), nanosleep(2),
-//! open(2)… The preload's own work (reports, findings on stderr, the sleeps while a destroy
-//! waits, dlopen) runs with cancellation disabled, so it never unwinds halfway with a lock held
-//! or a record half made; a pending cancel then acts where it would without the preload. The
-//! calls into librdmacm stay cancellable exactly as they are raw: the wrappers around them are
-//! "C-unwind" functions with nothing to drop across the call, so a forced unwind passes through
-//! them as through C frames.
+//! open(2), close(2)… The preload's own cancellation points are few, and each runs with
+//! cancellation disabled (`uncancellable`): its lines on stderr (`say_err!`), the report file's
+//! open and writes, its sleeps while a destroy waits (`sleep`), the first look-up of a real
+//! function, the child's report after fork. So it never unwinds halfway with a lock held or a
+//! record half made, and a pending cancel acts where it would without the preload. The rest of
+//! its work, the path of every event included, reaches no cancellation point, and runs without
+//! the two pthread_setcancelstate calls a region costs (`the_cancellation_points_are_the_known_ones`
+//! keeps new ones from creeping in). The calls into librdmacm stay cancellable exactly as they
+//! are raw: the wrappers around them are "C-unwind" functions with nothing to drop across the
+//! call, so a forced unwind passes through them as through C frames.
 
 // glibc's <pthread.h>; the libc crate binds none of these on Linux.
 const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
@@ -61,6 +65,19 @@ pub unsafe fn watching_cancel<R>(
     r
 }
 
+/// eprintln!, with cancellation disabled (write(2) is a cancellation point).
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        $crate::cancel::uncancellable(|| eprintln!($($arg)*))
+    };
+}
+pub(crate) use say_err;
+
+/// Sleeps for `d`, with cancellation disabled (nanosleep(2) is a cancellation point).
+pub fn sleep(d: std::time::Duration) {
+    uncancellable(|| std::thread::sleep(d))
+}
+
 /// Runs `f` with the calling thread's cancellation disabled, then puts the program's setting
 /// back (a cancel that arrived meanwhile stays pending).
 pub fn uncancellable<R>(f: impl FnOnce() -> R) -> R {
@@ -72,4 +89,102 @@ pub fn uncancellable<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: as above, restoring the state the program had.
     unsafe { pthread_setcancelstate(old, &mut ignored) };
     r
+}
+
+#[cfg(test)]
+mod tests {
+    /// Calls that are, or may be, cancellation points (pthreads(7)), as written in the sources.
+    const POINTS: &[&str] = &[
+        "eprintln!(",
+        "eprint!(",
+        "println!(",
+        "print!(",
+        "thread::sleep(",
+        "libc::open(",
+        "libc::openat(",
+        "libc::close(",
+        "libc::read(",
+        "libc::write(",
+        "libc::poll(",
+        "libc::nanosleep(",
+        "libc::usleep(",
+        "libc::fsync(",
+        "libc::waitpid(",
+        ".write_all(",
+        "File::open(",
+        "File::create(",
+    ];
+
+    /// Where each may appear, and why it cannot act on a pending cancel there.
+    const KNOWN: &[(&str, &str, usize)] = &[
+        // say_err! and sleep, the wrappers themselves.
+        ("cancel.rs", "eprintln!(", 1),
+        ("cancel.rs", "thread::sleep(", 1),
+        // Inside uncancellable: the exit summary, the report's open and writes.
+        ("lifecycle.rs", "eprint!(", 1),
+        ("report.rs", "libc::open(", 1),
+        ("report.rs", ".write_all(", 1),
+        // The fault handler: a signal handler on the program's own thread and terms, where no
+        // lock of ours is held.
+        ("guard.rs", "libc::write(", 1),
+    ];
+
+    /// Occurrences of `pat` in `src` outside comments; a name is not counted inside a longer
+    /// one (`print!(` does not count `eprint!(`), a method is counted on any receiver.
+    fn count(src: &str, pat: &str) -> usize {
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        let whole_name = pat.starts_with(ident);
+        src.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .map(|l| {
+                l.match_indices(pat)
+                    .filter(|&(i, _)| !whole_name || !l[..i].ends_with(ident))
+                    .count()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn counting_tells_the_calls_apart() {
+        assert_eq!(
+            count("eprint!(a); eprintln!(b); // print!(c)", "print!("),
+            0
+        );
+        assert_eq!(count("eprint!(a); eprintln!(b);", "eprint!("), 1);
+        assert_eq!(
+            count("std::thread::sleep(d); thread::sleep(e)", "thread::sleep("),
+            2
+        );
+        assert_eq!(count("let _ = f.write_all(b);", ".write_all("), 1);
+    }
+
+    #[test]
+    fn the_cancellation_points_are_the_known_ones() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).expect("the preload's sources") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            files += 1;
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let src = std::fs::read_to_string(&path).expect("a source file");
+            // The tests below a file's code are not the preload's work.
+            let code = src.split("#[cfg(test)]").next().unwrap_or("");
+            for &pat in POINTS {
+                let known = KNOWN
+                    .iter()
+                    .find(|&&(f, p, _)| f == name && p == pat)
+                    .map_or(0, |&(_, _, n)| n);
+                assert_eq!(
+                    count(code, pat),
+                    known,
+                    "{name}: {pat} is a cancellation point; run it under cancel::uncancellable \
+                     (say_err!, cancel::sleep) and list it here"
+                );
+            }
+        }
+        assert!(files > 20, "read {files} files of {}", dir.display());
+    }
 }

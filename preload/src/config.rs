@@ -47,7 +47,9 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         Some("off") => Mode::Off,
         Some("audit") | Some("") | None => Mode::Audit,
         Some(other) => {
-            eprintln!("==cmsafe== CMSAFE_MODE={other:?} is not audit, safe or off: using audit");
+            crate::cancel::say_err!(
+                "==cmsafe== CMSAFE_MODE={other:?} is not audit, safe or off: using audit"
+            );
             Mode::Audit
         }
     };

@@ -79,7 +79,7 @@ pub fn settled<T>(
     while issue.as_ref().and_then(&getters).is_some()
         && track::now_ns() - start < CONFIG.late_ack_ns
     {
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        crate::cancel::sleep(std::time::Duration::from_millis(1));
         issue = probe();
     }
     issue

@@ -96,16 +96,15 @@ fn missing() -> i32 {
     -1
 }
 
-/// Runs the preload's own work with errno kept, no panic escaping, and cancellation held off
-/// (a pending cancel acts at the program's next cancellation point, as without the preload).
+/// Runs the preload's own work with errno kept and no panic escaping. It reaches no
+/// cancellation point but through cancel.rs's wrappers, which hold cancellation off, so a
+/// pending cancel acts at the program's next cancellation point, as without the preload.
 fn quietly(f: impl FnOnce()) {
-    cancel::uncancellable(|| {
-        let saved = errno();
-        if catch_unwind(AssertUnwindSafe(f)).is_err() {
-            eprintln!("==cmsafe== internal error (caught); the call went on unchecked");
-        }
-        set_errno(saved);
-    })
+    let saved = errno();
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        cancel::say_err!("==cmsafe== internal error (caught); the call went on unchecked");
+    }
+    set_errno(saved);
 }
 
 /// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event.
@@ -158,7 +157,7 @@ fn judge_wait(
         let start = track::now_ns();
         let mut left = others;
         while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            cancel::sleep(std::time::Duration::from_millis(1));
             left = with_state(|s| s.still_unacked(&left));
         }
         if !left.is_empty() {

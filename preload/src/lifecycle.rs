@@ -39,7 +39,7 @@ extern "C" fn at_exit() {
             guard.as_mut().and_then(|s| s.finish(lines))
         };
         if let Some(s) = summary {
-            eprint!("{s}");
+            crate::cancel::uncancellable(|| eprint!("{s}"));
         }
     });
 }

@@ -51,7 +51,7 @@ impl ReportFile {
             };
             if fd < 0 {
                 self.failed = true;
-                eprintln!(
+                crate::cancel::say_err!(
                     "==cmsafe== cannot write the report {}: {}",
                     path.to_string_lossy(),
                     std::io::Error::last_os_error()
@@ -66,10 +66,13 @@ impl ReportFile {
     }
 
     fn write_line(&mut self, line: &str) {
-        if let Some(f) = self.file() {
-            // One write per line, so a report cut short by a crash or hang is still whole lines.
-            let _ = f.write_all(format!("{line}\n").as_bytes());
-        }
+        // open(2) and write(2) are cancellation points.
+        crate::cancel::uncancellable(|| {
+            if let Some(f) = self.file() {
+                // One write per line, so a report cut short by a crash or hang is whole lines.
+                let _ = f.write_all(format!("{line}\n").as_bytes());
+            }
+        })
     }
 
     pub fn event(&mut self, r: &Record) {
@@ -128,7 +131,7 @@ fn json_string(s: &str) -> String {
 
 /// A finding, said on stderr at once.
 pub fn say(f: &Finding) {
-    eprintln!("==cmsafe== {}", f.line());
+    crate::cancel::say_err!("==cmsafe== {}", f.line());
 }
 
 /// The exit summary.

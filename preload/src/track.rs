@@ -768,9 +768,11 @@ impl State {
         self.findings.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
-        self.report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
+        let report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
             ReportFile::new(crate::config::report_path(t))
         });
+        // Dropping the parent's report closes its descriptor: close(2) is a cancellation point.
+        crate::cancel::uncancellable(|| self.report = report);
     }
 }
 

@@ -120,7 +120,7 @@ fn watcher() {
     let hang_ns = CONFIG.hang_ns;
     let tick = Duration::from_nanos((hang_ns / 2).clamp(10_000_000, 2_500_000_000));
     loop {
-        std::thread::sleep(tick);
+        crate::cancel::sleep(tick);
         let now = now_ns();
         let (due, idle) = {
             let mut w = watch();
