@@ -118,6 +118,11 @@ impl<V: Stamped> Recent<V> {
         self.map.len()
     }
 
+    /// The keys held, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = usize> + '_ {
+        self.map.keys().copied()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -485,8 +485,13 @@ impl SignalLine {
     }
 
     fn write_stderr(&self) {
-        // SAFETY: write(2) of our own buffer; async-signal-safe.
-        unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
+        // A read of an acked event is no cancellation point without the preload: none here
+        // either (glibc's pthread_setcancelstate is a few atomic operations on the thread's
+        // own word, safe in the handler).
+        crate::cancel::uncancellable(|| {
+            // SAFETY: write(2) of our own buffer; async-signal-safe.
+            unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
+        });
     }
 }
 

@@ -7,10 +7,8 @@
 
 use cmsafe::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use crate::config::{Mode, CONFIG};
-use crate::objects::{ANY_CHANNEL_GONE, ANY_ID_GONE};
+use crate::objects::GONE_CHANNELS;
 use crate::track::State;
 use crate::{missing, quietly, real, set_errno, whereis, with_state};
 
@@ -34,17 +32,15 @@ pub fn refused(
     false
 }
 
-/// The same for a call on `id`: no lock taken until the program destroyed one of its ids.
+/// The same for a call on `id`.
 pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
-    !id.is_null()
-        && ANY_ID_GONE.load(Relaxed)
-        && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
+    !id.is_null() && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
 }
 
-/// Whether `channel` can be one the program destroyed: not NULL, and the program destroyed a
-/// channel (a relaxed load, so checks cost no lock until then).
+/// Whether `channel` can be one the program destroyed: not NULL, and among the destroyed
+/// channels the check can read without the tracker's lock (`objects::GoneChannels`).
 pub fn channel_may_be_gone(channel: *mut rdma_event_channel) -> bool {
-    !channel.is_null() && ANY_CHANNEL_GONE.load(Relaxed)
+    !channel.is_null() && GONE_CHANNELS.may_hold(channel as usize)
 }
 
 /// The same as `id_refused` for a call on `channel`.

@@ -100,6 +100,7 @@ fn missing() -> i32 {
 /// cancellation point but through cancel.rs's wrappers, which hold cancellation off, so a
 /// pending cancel acts at the program's next cancellation point, as without the preload.
 fn quietly(f: impl FnOnce()) {
+    lifecycle::register();
     let saved = errno();
     if catch_unwind(AssertUnwindSafe(f)).is_err() {
         cancel::say_err!("==cmsafe== internal error (caught); the call went on unchecked");

@@ -6,19 +6,76 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
 
-/// Set once the program destroyed an event channel it made: until then rdma_get_cm_event, the
-/// hot path, and rdma_create_id skip the check (and its lock). librdmacm's own channels never
-/// set it: its set-up destroys one (a probe id's) in every process.
-pub static ANY_CHANNEL_GONE: AtomicBool = AtomicBool::new(false);
+/// Destroyed channels mirrored for the lock-free check (`GoneChannels`).
+const MIRRORED: usize = 8;
 
-/// The same for cm_ids, checked before rdma_connect, rdma_accept, rdma_disconnect and
-/// rdma_reject.
-pub static ANY_ID_GONE: AtomicBool = AtomicBool::new(false);
+/// The destroyed channels, readable without the tracker's lock, so that rdma_get_cm_event, the
+/// hot path, and rdma_create_id take the lock for the check only when their channel may be one:
+/// every process has one destroyed channel from the start (librdmacm's set-up makes and
+/// destroys a probe id, and its channel), and few programs destroy many. While at most
+/// `MIRRORED` are remembered each has a slot, and a slot never moves while it holds one, so a
+/// reader never misses one that moved; past that `overflow` sends every check to the lock.
+/// Written only under the tracker's lock.
+pub struct GoneChannels {
+    slots: [AtomicUsize; MIRRORED],
+    overflow: AtomicBool,
+}
+
+impl GoneChannels {
+    pub const fn new() -> Self {
+        GoneChannels {
+            slots: [const { AtomicUsize::new(0) }; MIRRORED],
+            overflow: AtomicBool::new(false),
+        }
+    }
+
+    /// False only when `channel` is surely not a destroyed one (0 is never a channel).
+    pub fn may_hold(&self, channel: usize) -> bool {
+        self.overflow.load(Ordering::Acquire)
+            || self
+                .slots
+                .iter()
+                .any(|s| s.load(Ordering::Relaxed) == channel)
+    }
+
+    fn add(&self, channel: usize) {
+        if self.overflow.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.slots.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
+            Some(s) => s.store(channel, Ordering::Release),
+            None => self.overflow.store(true, Ordering::Release),
+        }
+    }
+
+    /// After `channel` left the set `now` (made again).
+    fn removed(&self, channel: usize, now: &Gone) {
+        if !self.overflow.load(Ordering::Relaxed) {
+            if let Some(s) = self
+                .slots
+                .iter()
+                .find(|s| s.load(Ordering::Relaxed) == channel)
+            {
+                s.store(0, Ordering::Release);
+            }
+        } else if now.marks.len() <= MIRRORED {
+            // Refilled while `overflow` still sends readers to the lock, then opened.
+            let mut keys = now.marks.keys();
+            for s in &self.slots {
+                s.store(keys.next().unwrap_or(0), Ordering::Relaxed);
+            }
+            self.overflow.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The process's destroyed channels, for `ids::channel_may_be_gone`.
+pub static GONE_CHANNELS: GoneChannels = GoneChannels::new();
 
 /// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
 pub const GONE_CAP: usize = 4096;
@@ -80,6 +137,8 @@ pub struct Objects {
     channels: PtrMap<usize, bool>,
     gone_ids: Gone,
     gone_channels: Gone,
+    /// `gone_channels`, for the checks that take no lock.
+    mirror: &'static GoneChannels,
     /// Rejected request ids not destroyed yet.
     rejected: usize,
     /// The count at which the next rejected-id finding is due.
@@ -90,8 +149,14 @@ pub struct Objects {
 impl Objects {
     /// `threshold`: rejected ids alive at once that make a finding (and every multiple of it).
     pub fn new(threshold: usize) -> Objects {
+        Self::mirrored_in(threshold, &GONE_CHANNELS)
+    }
+
+    /// The same, its destroyed channels mirrored in `mirror` (tests: one of their own).
+    fn mirrored_in(threshold: usize, mirror: &'static GoneChannels) -> Objects {
         let threshold = threshold.max(1);
         Objects {
+            mirror,
             ids: PtrMap::default(),
             channels: PtrMap::default(),
             gone_ids: Gone::default(),
@@ -124,17 +189,11 @@ impl Objects {
         }
     }
 
-    /// True when the id was the program's (not librdmacm's own): the checks are on from then.
-    pub fn id_destroyed(&mut self, id: usize) -> bool {
-        let Some(old) = self.ids.remove(&id) else {
-            return false;
-        };
-        self.forget_rejected(old);
-        self.gone_ids.insert(id);
-        if !old.internal {
-            ANY_ID_GONE.store(true, Ordering::Relaxed);
+    pub fn id_destroyed(&mut self, id: usize) {
+        if let Some(old) = self.ids.remove(&id) {
+            self.forget_rejected(old);
+            self.gone_ids.insert(id);
         }
-        !old.internal
     }
 
     fn forget_rejected(&mut self, old: Id) {
@@ -168,21 +227,20 @@ impl Objects {
     }
 
     pub fn channel_created(&mut self, channel: usize, internal: bool) {
-        self.gone_channels.remove(channel);
+        if self.gone_channels.contains(channel) {
+            self.gone_channels.remove(channel);
+            self.mirror.removed(channel, &self.gone_channels);
+        }
         self.channels.insert(channel, internal);
     }
 
-    /// True when the channel was the program's (not librdmacm's own): the checks are on from
-    /// then.
-    pub fn channel_destroyed(&mut self, channel: usize) -> bool {
-        let Some(internal) = self.channels.remove(&channel) else {
-            return false;
-        };
-        self.gone_channels.insert(channel);
-        if !internal {
-            ANY_CHANNEL_GONE.store(true, Ordering::Relaxed);
+    pub fn channel_destroyed(&mut self, channel: usize) {
+        if self.channels.remove(&channel).is_some() {
+            // Past the cap the mirror is in overflow already: what the cap pushes out needs no
+            // slot cleared.
+            self.gone_channels.insert(channel);
+            self.mirror.add(channel);
         }
-        !internal
     }
 
     /// True when the program destroyed `channel` and nothing made it again since.
@@ -243,24 +301,43 @@ mod tests {
     }
 
     #[test]
-    fn only_the_programs_own_destroys_turn_the_checks_on() {
-        let mut o = Objects::new(64);
-        // librdmacm's set-up: a probe id on its own channel, made and destroyed inside it.
+    fn the_lock_free_check_never_misses_a_destroyed_channel() {
+        let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
+        let mut o = Objects::mirrored_in(64, mirror);
+        // librdmacm's probe: its channel made and destroyed inside it.
         o.channel_created(0x40, true);
-        o.id_created(0x50, true, false);
-        assert!(!o.id_destroyed(0x50));
-        assert!(!o.channel_destroyed(0x40));
-        // Still remembered, for when the checks are on.
-        assert!(o.id_gone(0x50) && o.channel_gone(0x40));
-        // Never made, or already destroyed: nothing.
-        assert!(!o.id_destroyed(0x50) && !o.channel_destroyed(0x41));
-        o.channel_created(0x60, false);
-        o.id_created(0x70, false, false);
-        o.id_created(0x80, false, true);
-        assert!(o.id_destroyed(0x70));
-        assert!(o.id_destroyed(0x80));
-        assert!(o.channel_destroyed(0x60));
-        assert!(ANY_ID_GONE.load(Ordering::Relaxed) && ANY_CHANNEL_GONE.load(Ordering::Relaxed));
+        assert!(!mirror.may_hold(0x40));
+        o.channel_destroyed(0x40);
+        assert!(mirror.may_hold(0x40) && o.channel_gone(0x40));
+        // A live channel of the program's needs no lock.
+        o.channel_created(0x1000, false);
+        assert!(!mirror.may_hold(0x1000));
+        // More destroyed than there are slots: every check goes to the lock.
+        let many: Vec<usize> = (1..=MIRRORED + 2).map(|i| 0x2000 + 0x100 * i).collect();
+        for &c in &many {
+            o.channel_created(c, false);
+            o.channel_destroyed(c);
+        }
+        assert!(many.iter().chain([&0x40]).all(|&c| mirror.may_hold(c)));
+        assert!(
+            mirror.may_hold(0x1000),
+            "in overflow, everything goes to the lock"
+        );
+        // Made again until the set fits the slots: the slots hold exactly what is still gone.
+        for &c in &many[..4] {
+            o.channel_created(c, false);
+        }
+        assert!(!mirror.may_hold(0x1000));
+        assert!(many[..4].iter().all(|&c| !mirror.may_hold(c)));
+        assert!(many[4..]
+            .iter()
+            .chain([&0x40])
+            .all(|&c| mirror.may_hold(c) && o.channel_gone(c)));
+        // A slot freed by a channel made again takes the next one destroyed.
+        o.channel_created(0x40, false);
+        assert!(!mirror.may_hold(0x40));
+        o.channel_destroyed(0x1000);
+        assert!(mirror.may_hold(0x1000));
     }
 
     #[test]
