@@ -64,10 +64,22 @@ impl GoneChannels {
                 s.store(0, Ordering::Release);
             }
         } else if now.marks.len() <= MIRRORED {
-            // Refilled while `overflow` still sends readers to the lock, then opened.
-            let mut keys = now.marks.keys();
+            // Refilled while `overflow` still sends readers to the lock, then opened. A channel
+            // still in its slot stays there: a reader that loaded `overflow` before it was set
+            // may still be scanning, and must not find it gone from one slot and not yet in
+            // another.
             for s in &self.slots {
-                s.store(keys.next().unwrap_or(0), Ordering::Relaxed);
+                if !now.contains(s.load(Ordering::Relaxed)) {
+                    s.store(0, Ordering::Relaxed);
+                }
+            }
+            for key in now.marks.keys() {
+                if self.slots.iter().any(|s| s.load(Ordering::Relaxed) == key) {
+                    continue;
+                }
+                if let Some(s) = self.slots.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
+                    s.store(key, Ordering::Relaxed);
+                }
             }
             self.overflow.store(false, Ordering::Release);
         }
@@ -266,9 +278,23 @@ impl Objects {
 mod tests {
     use super::*;
 
+    /// Objects with a mirror of their own: tests run in parallel, and the process's mirror is
+    /// written only under the tracker's lock.
+    fn fresh(threshold: usize) -> Objects {
+        Objects::mirrored_in(threshold, Box::leak(Box::new(GoneChannels::new())))
+    }
+
+    /// Where `channel` is in `mirror`'s slots.
+    fn slot_of(mirror: &GoneChannels, channel: usize) -> Option<usize> {
+        mirror
+            .slots
+            .iter()
+            .position(|s| s.load(Ordering::Relaxed) == channel)
+    }
+
     #[test]
     fn a_destroyed_id_is_gone_until_made_again() {
-        let mut o = Objects::new(64);
+        let mut o = fresh(64);
         o.id_created(0x10, false, false);
         assert!(!o.id_gone(0x10));
         o.id_destroyed(0x10);
@@ -291,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_destroyed_channel_is_gone_until_made_again() {
-        let mut o = Objects::new(64);
+        let mut o = fresh(64);
         o.channel_created(0x30, false);
         o.channel_destroyed(0x30);
         assert!(o.channel_gone(0x30));
@@ -341,8 +367,47 @@ mod tests {
     }
 
     #[test]
+    fn a_refill_after_overflow_leaves_every_channel_in_its_slot() {
+        let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
+        let mut o = Objects::mirrored_in(64, mirror);
+        let first: Vec<usize> = (1..=MIRRORED).map(|i| 0x5000 + 0x100 * i).collect();
+        for &c in &first {
+            o.channel_created(c, false);
+            o.channel_destroyed(c);
+        }
+        let places: Vec<Option<usize>> = first.iter().map(|&c| slot_of(mirror, c)).collect();
+        assert!(places.iter().all(Option::is_some));
+        // Two more overflow the slots; making those two again refills them.
+        for c in [0x9100, 0x9200] {
+            o.channel_created(c, false);
+            o.channel_destroyed(c);
+        }
+        for c in [0x9100, 0x9200] {
+            o.channel_created(c, false);
+        }
+        assert!(!mirror.overflow.load(Ordering::Relaxed));
+        let after: Vec<Option<usize>> = first.iter().map(|&c| slot_of(mirror, c)).collect();
+        assert_eq!(
+            after, places,
+            "a channel moved to another slot in the refill"
+        );
+        // One of the first made again meanwhile, in overflow: its slot is freed for another.
+        o.channel_created(0x9300, false);
+        o.channel_destroyed(0x9300);
+        o.channel_created(0x9400, false);
+        o.channel_destroyed(0x9400);
+        o.channel_created(first[0], false);
+        o.channel_created(0x9400, false);
+        assert!(!mirror.overflow.load(Ordering::Relaxed));
+        assert_eq!(slot_of(mirror, first[0]), None);
+        assert_eq!(slot_of(mirror, 0x9300), places[0]);
+        let rest: Vec<Option<usize>> = first[1..].iter().map(|&c| slot_of(mirror, c)).collect();
+        assert_eq!(rest, places[1..]);
+    }
+
+    #[test]
     fn destroyed_pointers_are_remembered_up_to_the_cap() {
-        let mut o = Objects::new(64);
+        let mut o = fresh(64);
         for p in 1..=GONE_CAP + 10 {
             o.id_created(p, false, false);
             o.id_destroyed(p);
@@ -357,7 +422,7 @@ mod tests {
 
     #[test]
     fn an_old_entry_ageing_out_keeps_a_newer_mark_of_the_same_pointer() {
-        let mut o = Objects::new(64);
+        let mut o = fresh(64);
         // 0x10 destroyed, made again (the malloc reused it), then destroyed again later.
         o.id_created(0x10, false, false);
         o.id_destroyed(0x10);
@@ -382,7 +447,7 @@ mod tests {
 
     #[test]
     fn rejected_ids_make_a_finding_at_each_multiple_of_the_threshold() {
-        let mut o = Objects::new(3);
+        let mut o = fresh(3);
         let mut due = Vec::new();
         for id in 1..=7 {
             o.id_created(id, false, true);
@@ -417,7 +482,7 @@ mod tests {
 
     #[test]
     fn internal_objects_are_not_counted_at_exit() {
-        let mut o = Objects::new(64);
+        let mut o = fresh(64);
         o.id_created(1, true, false);
         o.channel_created(2, true);
         o.id_created(3, false, false);

@@ -1,9 +1,10 @@
 //! A mutex that survives fork(2): pthread_atfork takes it before the fork and both processes
 //! release it after, so a child never inherits it locked by a thread that does not exist there.
 //!
-//! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, where
-//! glibc's pthread_mutex_lock and unlock were about 80 instructions a pair, and the tracker's
-//! lock is taken twice per event). The guard taken before the fork is kept in the mutex itself
+//! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, inlined),
+//! where glibc's pthread_mutex_lock and unlock, two calls, cost about 35 instructions a pair
+//! more by count (`bench/results/insns.md`); the tracker's lock is taken twice per event. The
+//! guard taken before the fork is kept in the mutex itself
 //! until the parent and the child each drop theirs; in the child that drop may issue a futex
 //! wake for waiters that were left behind in the parent, which wakes nobody.
 
