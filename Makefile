@@ -372,6 +372,11 @@ $(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
 
+# What one of audit's seals (an mprotect of one page) costs in the guest: no librdmacm.
+$(BENCH)/seal_cost: benches/seal_cost.c
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_FLAGS) -o $@ $< -lpthread
+
 $(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
@@ -395,14 +400,18 @@ syscall-test: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 # User-space instructions per event and per id, raw against the API and the preload, counted
 # by callgrind in the guest (scripts/insn-count): the CPU each event costs, by count.
 .PHONY: insn-bench insn-test
+# Then the preload's instructions in a real program, cmtime (scripts/cmtime-insns), in the same guest.
 insn-bench: $(BENCH)/syscall_loop preload
 	@mkdir -p bench/results
 	{ echo "## Instructions per event (guest: \`scripts/rxe-vm -- scripts/insn-count --n 100\`)"; \
-	  echo; $(RXE_VM) -- scripts/insn-count --n 100; } | tee bench/results/insns.md
+	  echo; $(RXE_VM) -- sh -c 'scripts/insn-count --n 100 && echo && \
+	    echo "## In a real program (guest: \`scripts/cmtime-insns --n 200\`)" && echo && \
+	    scripts/cmtime-insns --n 200'; } | tee bench/results/insns.md
 
 # The same counts held to their budgets (a count, not a time: the same on a busy machine).
 insn-test: $(BENCH)/syscall_loop preload
-	$(RXE_VM) -- scripts/insn-count --n 100 --out target/insn-test --check
+	$(RXE_VM) -- sh -c 'scripts/insn-count --n 100 --out target/insn-test --check && \
+	  scripts/cmtime-insns --n 200 --out target/insn-test/cmtime --check'
 
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
 copy-bench: $(BENCH)/copy_path
@@ -430,7 +439,7 @@ copy-insn-test: $(BENCH)/copy_path
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, and two controls, in rounds of shuffled order.
-setup-bench: $(BENCH)/cm_setup preload
+setup-bench: $(BENCH)/cm_setup $(BENCH)/seal_cost preload
 	@mkdir -p bench/results
 	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 21\`)"; \
 	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 21; } | tee bench/results/cm-setup.md

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use crate::async_events::{self, type_name, AckIssue, Obj, Object};
 use crate::config::{Mode, CONFIG};
 use crate::findings::Kind;
-use crate::{getters, lifecycle, real, whereis};
+use crate::{getters, real, whereis};
 
 /// struct ibv_async_event (verbs.h): the element union (a pointer, or the port number) and the
 /// event type.
@@ -55,7 +55,6 @@ pub unsafe extern "C-unwind" fn get_async_event(
     // SAFETY: libibverbs just filled the program's non-NULL struct ibv_async_event.
     let (t, element) = unsafe { read_event(event) };
     crate::quietly(|| {
-        lifecycle::register();
         let thread = whereis::thread_id();
         async_events::with_asyncs(|q| q.got(t, element, thread, whereis::place(ret)));
     });
@@ -111,7 +110,6 @@ pub unsafe extern "C-unwind" fn ack_async_event(event: *mut c_void, ret: usize) 
     let (t, element) = unsafe { read_event(event) };
     let mut pass = true;
     crate::quietly(|| {
-        lifecycle::register();
         let safe = CONFIG.mode == Mode::Safe;
         let v = async_events::with_asyncs(|q| q.ack(t, element, safe));
         pass = v.pass;

@@ -91,6 +91,16 @@ pub fn uncancellable<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Makes this library's std say a panic's message with cancellation disabled: the message is
+/// written where the panic happens, a lock of ours perhaps held, and a cancel acting there would
+/// unwind into `quietly`'s catch_unwind, which aborts on a forced unwind. The preload's std has
+/// a hook of its own; the program's, if it has one, is not touched. Called once, by
+/// `lifecycle::register`.
+pub fn install_panic_hook() {
+    let say = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| uncancellable(|| say(info))));
+}
+
 #[cfg(test)]
 mod tests {
     /// Calls that are, or may be, cancellation points (pthreads(7)), as written in the sources.

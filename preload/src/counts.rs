@@ -66,7 +66,11 @@ impl<K: PartialEq + Copy> Destroyed<K> {
 
     /// A new object lives at `k`: no longer destroyed.
     pub fn forget(&mut self, k: K) {
-        self.ring.retain(|&(d, _)| d != k);
+        // A key is in the ring at most once (`remember` forgets it first): one scan, which
+        // stops at it, where a retain would compare and move every entry.
+        if let Some(i) = self.ring.iter().position(|&(d, _)| d == k) {
+            self.ring.remove(i);
+        }
     }
 
     pub fn remember(&mut self, k: K, prepaid: u64) {

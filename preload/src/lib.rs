@@ -52,13 +52,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 
 use config::{Mode, CONFIG};
-use track::{Op, State};
-
-/// The tracker's state, with the exit and fork handlers registered on first use.
-fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    lifecycle::register();
-    track::with_state(f)
-}
+use track::{with_state, Op};
 
 /// Says a finding about a libibverbs object `id` (stderr, report, summary), made at the program
 /// address `at` by the calling thread.

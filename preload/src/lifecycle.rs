@@ -9,17 +9,11 @@ use crate::watch::WATCH;
 
 static REGISTER: Once = Once::new();
 
-/// Registers the exit and fork handlers, once, the first time the program touches librdmacm or
-/// a completion event; and a panic hook that says a panic's message with cancellation disabled
-/// (the message is written where the panic happens, a lock of ours perhaps held, and a cancel
-/// acting there would unwind into `quietly`'s catch_unwind, which aborts on a forced unwind).
-/// This library's own std has its own hook: the program's, if it has one, is not touched.
+/// Registers the exit and fork handlers and cancel.rs's panic hook, once, the first time the
+/// program touches librdmacm or a completion event (`quietly` calls this first).
 pub fn register() {
     REGISTER.call_once(|| {
-        let say = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            crate::cancel::uncancellable(|| say(info))
-        }));
+        crate::cancel::install_panic_hook();
         // SAFETY: registering plain extern "C" functions with no arguments.
         unsafe {
             libc::atexit(at_exit);

@@ -76,8 +76,54 @@ pub const LIBIBVERBS: Library = Library {
     version: c"IBVERBS_1.1",
 };
 
-/// The base address of the object that holds `addr`, and its file name.
+/// The object that holds `addr`: an id of it (the same for every address in it) and its file
+/// name. glibc's `_dl_find_object` (2.35 and later) answers from its table of mappings; dladdr,
+/// the fallback, also scans the object's symbol table for the nearest symbol, which is most of
+/// the preload's first-use cost in a short program (cmtime-insns).
 fn object_of(addr: usize) -> Option<(usize, *const libc::c_char)> {
+    match find_object_fn() {
+        Some(find) => find_object(find, addr),
+        None => dladdr_object(addr),
+    }
+}
+
+/// `int _dl_find_object(void *address, struct dl_find_object *result)` (dlfcn.h).
+type FindObject = unsafe extern "C" fn(*mut libc::c_void, *mut u64) -> libc::c_int;
+
+/// glibc's `_dl_find_object`, looked up once (not linked: the preload still loads under an
+/// older glibc).
+fn find_object_fn() -> Option<FindObject> {
+    // 0: not looked up yet; 1: absent.
+    static FIND: AtomicUsize = AtomicUsize::new(0);
+    let mut f = FIND.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: dlsym with RTLD_DEFAULT and a valid C string.
+        f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) } as usize;
+        f = f.max(1);
+        FIND.store(f, Ordering::Relaxed);
+    }
+    // SAFETY: a non-NULL address dlsym gave for `_dl_find_object`, whose type this is.
+    (f > 1).then(|| unsafe { std::mem::transmute::<usize, FindObject>(f) })
+}
+
+fn find_object(find: FindObject, addr: usize) -> Option<(usize, *const libc::c_char)> {
+    // struct dl_find_object: dlfo_flags, dlfo_map_start, dlfo_map_end, dlfo_link_map, then
+    // fields that vary by architecture and reserved words; 16 words hold it on every one.
+    let mut result = [0u64; 16];
+    // SAFETY: `result` is larger than the struct; the call only writes it.
+    if unsafe { find(addr as *mut libc::c_void, result.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    let map = result[3] as *const libc::c_void;
+    if map.is_null() {
+        return None;
+    }
+    // SAFETY: a live struct link_map (link.h), which begins with l_addr and l_name.
+    let name = unsafe { *(map as *const *const libc::c_char).add(1) };
+    Some((map as usize, name))
+}
+
+fn dladdr_object(addr: usize) -> Option<(usize, *const libc::c_char)> {
     // SAFETY: all-zero is a valid Dl_info; dladdr only reads the address.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out pointer.
@@ -87,14 +133,25 @@ fn object_of(addr: usize) -> Option<(usize, *const libc::c_char)> {
     Some((info.dli_fbase as usize, info.dli_fname))
 }
 
-/// True when `addr` lies in this very library (a lookup that found our own wrapper).
-fn is_ours(addr: usize) -> bool {
-    let me = object_of(is_ours as *const () as usize).map(|o| o.0);
-    object_of(addr).map(|o| o.0) == me
+/// This very library, as `object_of` names it, looked up once it is found.
+fn own_object() -> Option<usize> {
+    static BASE: AtomicUsize = AtomicUsize::new(0);
+    let base = BASE.load(Ordering::Relaxed);
+    if base != 0 {
+        return Some(base);
+    }
+    let base = object_of(own_object as *const () as usize)?.0;
+    BASE.store(base, Ordering::Relaxed);
+    Some(base)
 }
 
-/// `name` at `version` in the object `handle` (or RTLD_NEXT), or 0.
-fn symbol(handle: *mut libc::c_void, name: &CStr, version: &CStr) -> usize {
+/// `name` at `version` in the object `handle` (or RTLD_NEXT), with the object that holds it (as
+/// `object_of` gives it); None when there is none, or when the lookup found our own wrapper.
+fn symbol(
+    handle: *mut libc::c_void,
+    name: &CStr,
+    version: &CStr,
+) -> Option<(usize, usize, *const libc::c_char)> {
     // SAFETY: dlvsym/dlsym with a valid handle and valid C strings.
     let addr = unsafe {
         let p = libc::dlvsym(handle, name.as_ptr(), version.as_ptr());
@@ -104,11 +161,16 @@ fn symbol(handle: *mut libc::c_void, name: &CStr, version: &CStr) -> usize {
             p
         }
     } as usize;
-    if addr == 0 || is_ours(addr) {
-        0
-    } else {
-        addr
+    if addr == 0 {
+        return None;
     }
+    // One look-up of the object per function found.
+    let object = object_of(addr);
+    if object.map(|o| o.0) == own_object() {
+        return None;
+    }
+    let (object, file) = object.unwrap_or((0, std::ptr::null()));
+    Some((addr, object, file))
 }
 
 /// A handle to an already loaded object, taking no new load (RTLD_NOLOAD), pinned.
@@ -156,10 +218,7 @@ fn loaded_paths(stem: &str) -> Vec<std::ffi::CString> {
 
 /// Finds `name` of `lib` wherever it is loaded; 0 when it is not loaded (yet).
 pub fn find(lib: &Library, name: &CStr) -> usize {
-    let addr = symbol(libc::RTLD_NEXT, name, lib.version);
-    let addr = if addr != 0 {
-        addr
-    } else {
+    let found = symbol(libc::RTLD_NEXT, name, lib.version).or_else(|| {
         let by_soname = lib.sonames.iter().map(|s| loaded(s.as_ptr()));
         let by_path = loaded_paths(lib.stem)
             .into_iter()
@@ -167,19 +226,33 @@ pub fn find(lib: &Library, name: &CStr) -> usize {
         by_soname
             .chain(by_path)
             .filter(|h| !h.is_null())
-            .map(|h| symbol(h, name, lib.version))
-            .find(|&a| a != 0)
-            .unwrap_or(0)
+            .find_map(|h| symbol(h, name, lib.version))
+    });
+    let Some((addr, object, file)) = found else {
+        return 0;
     };
-    if addr != 0 {
-        // Pinned, so the address stays valid for the life of the process.
-        if let Some((_, file)) = object_of(addr) {
-            if !file.is_null() {
-                loaded(file);
-            }
-        }
-    }
+    pin(object, file);
     addr
+}
+
+/// Pins the object `object` (an id from `object_of`), whose file is `file`, so an address in it
+/// stays valid for the life of the process: once per object for the first few, where each
+/// function found is in one of two libraries.
+fn pin(object: usize, file: *const libc::c_char) {
+    static PINNED: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+    // SAFETY: NULL-checked; a C string of the loader's, for a loaded object.
+    if file.is_null() || unsafe { *file } == 0 {
+        // No file: the main program, which is never unloaded.
+        return;
+    }
+    if PINNED.iter().any(|p| p.load(Ordering::Relaxed) == object) {
+        return;
+    }
+    loaded(file);
+    if let Some(slot) = PINNED.iter().find(|p| p.load(Ordering::Relaxed) == 0) {
+        // Two threads may pin the same object at once: a second dlopen is harmless.
+        let _ = slot.compare_exchange(0, object, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// The address of `name` in `lib`, cached in `cell` once found; 0 while it is not loaded.
@@ -249,3 +322,40 @@ real!(
 );
 real!(destroy_ibv_qp, DestroyObj, LIBIBVERBS, c"ibv_destroy_qp");
 real!(destroy_srq, DestroyObj, LIBIBVERBS, c"ibv_destroy_srq");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of naming an object agree on which addresses share one, and give its file.
+    #[test]
+    fn an_object_is_named_the_same_for_each_address_in_it() {
+        let malloc = libc::malloc as *const () as usize;
+        let free = libc::free as *const () as usize;
+        let ours = an_object_is_named_the_same_for_each_address_in_it as *const () as usize;
+        let find = find_object_fn().expect("glibc 2.35 or later has _dl_find_object");
+        let ways: [&dyn Fn(usize) -> Option<(usize, *const libc::c_char)>; 2] =
+            [&|a| find_object(find, a), &dladdr_object];
+        for way in ways {
+            let (a, file) = way(malloc).expect("libc is loaded");
+            let (b, _) = way(free).expect("libc is loaded");
+            let (c, _) = way(ours).expect("this test is loaded");
+            assert_eq!(a, b, "malloc and free are in one object");
+            assert_ne!(a, c, "libc is not this test");
+            // SAFETY: the loader's C string for a loaded object.
+            let file = unsafe { CStr::from_ptr(file) }.to_string_lossy();
+            assert!(file.contains("libc.so"), "{file}");
+            assert_eq!(way(0), None, "no object holds address 0");
+        }
+    }
+
+    #[test]
+    fn a_function_behind_us_is_found_with_its_object() {
+        // The test binary defines no malloc: RTLD_NEXT finds libc's own, in libc's object.
+        let malloc = libc::malloc as *const () as usize;
+        let (addr, object, file) = symbol(libc::RTLD_NEXT, c"malloc", c"GLIBC_2.2.5").unwrap();
+        assert_eq!(addr, malloc);
+        assert_eq!(Some((object, file)), object_of(malloc));
+        assert_ne!(Some(object), own_object());
+    }
+}

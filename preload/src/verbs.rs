@@ -9,7 +9,7 @@ use crate::async_events::Object;
 use crate::config::{Mode, CONFIG};
 use crate::cq::{self, AckIssue, Cq, DestroyIssue};
 use crate::findings::Kind;
-use crate::{async_verbs, getters, lifecycle, real, whereis};
+use crate::{async_verbs, getters, real, whereis};
 
 /// The head of libibverbs' struct ibv_cq (verbs.h), as far as the preload reads it.
 #[repr(C)]
@@ -45,7 +45,6 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     // SAFETY: libibverbs stored the event's CQ through the program's non-NULL pointer.
     let got = unsafe { *cq } as usize;
     crate::quietly(|| {
-        lifecycle::register();
         let thread = whereis::thread_id();
         cq::with_cqs(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
     });
@@ -121,7 +120,6 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
     let n = u64::from(nevents);
     let mut pass = n;
     crate::quietly(|| {
-        lifecycle::register();
         let safe = CONFIG.mode == Mode::Safe;
         // SAFETY: asked only for a CQ not known destroyed, which the program passes to
         // libibverbs (which locks its mutex): a live struct ibv_cq.
