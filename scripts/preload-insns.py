@@ -29,8 +29,9 @@ def exported(preload):
 def added(profile, preload):
     wrapped = exported(preload)
     obj_name = preload.rsplit('/', 1)[-1]
+    # --auto=no: no annotated source after the tree (the preload has debug info), only the tree.
     out = subprocess.run(['callgrind_annotate', '--tree=calling', '--inclusive=no',
-                          '--threshold=100', profile], capture_output=True, text=True,
+                          '--threshold=100', '--auto=no', profile], capture_output=True, text=True,
                          check=True).stdout
     line_re = re.compile(r'^\s*([\d,]+) \([^)]*\)\s+([*>])\s+(.*?)(?: \([\d,]+x\))?'
                          r'(?: \[(.*)\])?$')

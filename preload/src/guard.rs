@@ -8,10 +8,11 @@
 //! that was reused for a newer event cannot be told from a legitimate one.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use cmsafe::cm::{rdma_cm_event, rdma_cm_event_type};
 use cmsafe::event::{param_kind, ParamKind};
+
+use crate::sync::ForkSafeMutex;
 
 const PAGE: usize = 4096;
 /// Pages reserved (256 MiB of address space; committed as used).
@@ -42,14 +43,16 @@ const OPEN_RUN: usize = 64;
 /// audit's memory is bounded by that peak, not by how many events a program has had.
 const GROW: usize = 2 * OPEN_RUN;
 
-struct Ring {
+pub struct Ring {
     cursor: usize,
     /// Pages in [cursor, opened_end) are free and already writable.
     opened_end: usize,
     /// The ring is pages [0, limit).
     limit: usize,
 }
-static RING_PAGES: Mutex<Ring> = Mutex::new(Ring {
+/// Taken around fork(2) with the preload's other locks (lifecycle.rs): a child forked while
+/// another thread takes a page would otherwise find it locked at its first event.
+pub static RING_PAGES: ForkSafeMutex<Ring> = ForkSafeMutex::new(Ring {
     cursor: 0,
     opened_end: 0,
     limit: GROW,
@@ -101,7 +104,7 @@ impl Ring {
 
 /// The next free page, writable; None when every page is live or in quarantine.
 fn take_page() -> Option<usize> {
-    let mut r = RING_PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = RING_PAGES.lock();
     loop {
         match r.lap() {
             Lap::Found(p) => return Some(p),
@@ -511,7 +514,7 @@ mod tests {
     }
 
     fn limit() -> usize {
-        RING_PAGES.lock().unwrap().limit
+        RING_PAGES.lock().limit
     }
 
     #[test]

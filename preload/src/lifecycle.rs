@@ -4,6 +4,7 @@ use std::sync::Once;
 
 use crate::async_events::ASYNCS;
 use crate::cq::CQS;
+use crate::guard::RING_PAGES;
 use crate::track::STATE;
 use crate::watch::WATCH;
 
@@ -45,16 +46,18 @@ extern "C" fn at_exit() {
     });
 }
 
-// All four locks are taken before the fork, so the child never inherits one held by a thread
+// All five locks are taken before the fork, so the child never inherits one held by a thread
 // it does not have. Nothing holds two at once otherwise, so the order cannot deadlock.
 extern "C" fn before_fork() {
     WATCH.lock_for_fork();
     STATE.lock_for_fork();
     CQS.lock_for_fork();
     ASYNCS.lock_for_fork();
+    RING_PAGES.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
@@ -62,6 +65,7 @@ extern "C" fn after_fork_parent() {
 }
 
 extern "C" fn after_fork_child() {
+    RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();

@@ -87,8 +87,20 @@ fn object_of(addr: usize) -> Option<(usize, *const libc::c_char)> {
     }
 }
 
+/// glibc's struct dl_find_object (dlfcn.h): the four fields read here come first on every
+/// architecture; what follows (the unwinding data, reserved words) varies, and `rest` is larger
+/// than all of it.
+#[repr(C)]
+struct DlFindObject {
+    flags: u64,
+    map_start: *mut libc::c_void,
+    map_end: *mut libc::c_void,
+    link_map: *mut libc::c_void,
+    rest: [u64; 16],
+}
+
 /// `int _dl_find_object(void *address, struct dl_find_object *result)` (dlfcn.h).
-type FindObject = unsafe extern "C" fn(*mut libc::c_void, *mut u64) -> libc::c_int;
+type FindObject = unsafe extern "C" fn(*mut libc::c_void, *mut DlFindObject) -> libc::c_int;
 
 /// glibc's `_dl_find_object`, looked up once (not linked: the preload still loads under an
 /// older glibc).
@@ -107,14 +119,13 @@ fn find_object_fn() -> Option<FindObject> {
 }
 
 fn find_object(find: FindObject, addr: usize) -> Option<(usize, *const libc::c_char)> {
-    // struct dl_find_object: dlfo_flags, dlfo_map_start, dlfo_map_end, dlfo_link_map, then
-    // fields that vary by architecture and reserved words; 16 words hold it on every one.
-    let mut result = [0u64; 16];
-    // SAFETY: `result` is larger than the struct; the call only writes it.
-    if unsafe { find(addr as *mut libc::c_void, result.as_mut_ptr()) } != 0 {
+    // SAFETY: all-zero is a valid value of this plain-data struct.
+    let mut result: DlFindObject = unsafe { std::mem::zeroed() };
+    // SAFETY: `result` is at least as large as glibc's struct; the call only writes it.
+    if unsafe { find(addr as *mut libc::c_void, &mut result) } != 0 {
         return None;
     }
-    let map = result[3] as *const libc::c_void;
+    let map = result.link_map;
     if map.is_null() {
         return None;
     }
@@ -242,13 +253,16 @@ fn pin(object: usize, file: *const libc::c_char) {
     static PINNED: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
     // SAFETY: NULL-checked; a C string of the loader's, for a loaded object.
     if file.is_null() || unsafe { *file } == 0 {
-        // No file: the main program, which is never unloaded.
+        // No file: the main program (as `_dl_find_object` names it), never unloaded.
         return;
     }
     if PINNED.iter().any(|p| p.load(Ordering::Relaxed) == object) {
         return;
     }
-    loaded(file);
+    if loaded(file).is_null() {
+        // Not pinned (being unloaded as we look): not remembered, so the next find tries again.
+        return;
+    }
     if let Some(slot) = PINNED.iter().find(|p| p.load(Ordering::Relaxed) == 0) {
         // Two threads may pin the same object at once: a second dlopen is harmless.
         let _ = slot.compare_exchange(0, object, Ordering::Relaxed, Ordering::Relaxed);
@@ -333,9 +347,12 @@ mod tests {
         let malloc = libc::malloc as *const () as usize;
         let free = libc::free as *const () as usize;
         let ours = an_object_is_named_the_same_for_each_address_in_it as *const () as usize;
-        let find = find_object_fn().expect("glibc 2.35 or later has _dl_find_object");
-        let ways: [&dyn Fn(usize) -> Option<(usize, *const libc::c_char)>; 2] =
-            [&|a| find_object(find, a), &dladdr_object];
+        type Way = Box<dyn Fn(usize) -> Option<(usize, *const libc::c_char)>>;
+        let mut ways: Vec<Way> = vec![Box::new(dladdr_object)];
+        // Under a glibc older than 2.35, only dladdr's way.
+        if let Some(find) = find_object_fn() {
+            ways.push(Box::new(move |a| find_object(find, a)));
+        }
         for way in ways {
             let (a, file) = way(malloc).expect("libc is loaded");
             let (b, _) = way(free).expect("libc is loaded");
