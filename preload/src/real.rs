@@ -13,6 +13,7 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
+use once_cell::sync::OnceCell;
 
 // "C-unwind": pthread_cancel unwinds through these calls, as it would without the preload.
 pub type GetEvent =
@@ -105,17 +106,13 @@ type FindObject = unsafe extern "C" fn(*mut libc::c_void, *mut DlFindObject) -> 
 /// glibc's `_dl_find_object`, looked up once (not linked: the preload still loads under an
 /// older glibc).
 fn find_object_fn() -> Option<FindObject> {
-    // 0: not looked up yet; 1: absent.
-    static FIND: AtomicUsize = AtomicUsize::new(0);
-    let mut f = FIND.load(Ordering::Relaxed);
-    if f == 0 {
+    static FIND: OnceCell<Option<FindObject>> = OnceCell::new();
+    *FIND.get_or_init(|| {
         // SAFETY: dlsym with RTLD_DEFAULT and a valid C string.
-        f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) } as usize;
-        f = f.max(1);
-        FIND.store(f, Ordering::Relaxed);
-    }
-    // SAFETY: a non-NULL address dlsym gave for `_dl_find_object`, whose type this is.
-    (f > 1).then(|| unsafe { std::mem::transmute::<usize, FindObject>(f) })
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        // SAFETY: a non-NULL address dlsym gave for `_dl_find_object`, whose type this is.
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, FindObject>(f) })
+    })
 }
 
 fn find_object(find: FindObject, addr: usize) -> Option<(usize, *const libc::c_char)> {
@@ -144,16 +141,10 @@ fn dladdr_object(addr: usize) -> Option<(usize, *const libc::c_char)> {
     Some((info.dli_fbase as usize, info.dli_fname))
 }
 
-/// This very library, as `object_of` names it, looked up once it is found.
+/// This very library, as `object_of` names it, looked up once.
 fn own_object() -> Option<usize> {
-    static BASE: AtomicUsize = AtomicUsize::new(0);
-    let base = BASE.load(Ordering::Relaxed);
-    if base != 0 {
-        return Some(base);
-    }
-    let base = object_of(own_object as *const () as usize)?.0;
-    BASE.store(base, Ordering::Relaxed);
-    Some(base)
+    static OWN: OnceCell<Option<usize>> = OnceCell::new();
+    *OWN.get_or_init(|| object_of(own_object as *const () as usize).map(|o| o.0))
 }
 
 /// `name` at `version` in the object `handle` (or RTLD_NEXT), with the object that holds it (as
