@@ -444,4 +444,13 @@ setup-bench: $(BENCH)/cm_setup $(BENCH)/seal_cost preload
 	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 21\`)"; \
 	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 21; } | tee bench/results/cm-setup.md
 
-bench: copy-bench setup-bench syscall-bench insn-bench
+# CPU time per event in the guest (a time: printed, never held by a test), raw against the
+# pass-through preload, the API and the preload's modes, with the notes on what it is spent on.
+.PHONY: event-cpu-bench
+event-cpu-bench: $(BENCH)/syscall_loop preload
+	@mkdir -p bench/results
+	{ echo "## CPU time per event (guest: \`scripts/rxe-vm -- scripts/event-cpu --rounds 9\`)"; \
+	  echo; $(RXE_VM) -- scripts/event-cpu --rounds 9 && echo && cat benches/event_cpu_notes.md; \
+	} | tee bench/results/event-cpu.md
+
+bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench

@@ -22,7 +22,9 @@
  * instead, fetching the way the mode before "-life" says: rdma_create_id, rdma_resolve_addr and
  * its ADDR_RESOLVED, rdma_resolve_route and its ROUTE_RESOLVED, rdma_destroy_id; EVENTS and
  * WARMUP then count ids (two events each), and "events N" counts ids too.
- * Prints "events N" on success; exits 1 with a message otherwise.
+ * Prints "events N" on success; exits 1 with a message otherwise. The ADDR_RESOLVED loops also
+ * print "window cpu_us=C minflt=F csw=S": the process's CPU time, minor page faults and context
+ * switches between the markers (getrusage(2), called just outside them: scripts/event-cpu).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -156,6 +159,13 @@ __attribute__((noinline, noclone)) static void id_life(const char *m, struct rdm
         die("rdma_destroy_id");
 }
 
+/* The process's CPU time (user + system, every thread), in microseconds. */
+static long long cpu_us(const struct rusage *r)
+{
+    return (long long)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) * 1000000 + r->ru_utime.tv_usec +
+           r->ru_stime.tv_usec;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -194,9 +204,12 @@ int main(int argc, char **argv)
         if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP))
             die("rdma_create_id");
     int got = 0;
+    struct rusage before, after;
     for (int i = 0; i < total; i++) {
-        if (i == warmup)
+        if (i == warmup) {
+            getrusage(RUSAGE_SELF, &before);
             mark("syscall_loop: begin");
+        }
         if (rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&dst, 2000))
             die("rdma_resolve_addr");
         fetch_one(mode, ch);
@@ -204,6 +217,10 @@ int main(int argc, char **argv)
             got++;
     }
     mark("syscall_loop: end");
+    getrusage(RUSAGE_SELF, &after);
+    printf("window cpu_us=%lld minflt=%ld csw=%ld\n", cpu_us(&after) - cpu_us(&before),
+           after.ru_minflt - before.ru_minflt,
+           (after.ru_nvcsw + after.ru_nivcsw) - (before.ru_nvcsw + before.ru_nivcsw));
     for (int i = 0; i < total; i++)
         rdma_destroy_id(ids[i]);
     rdma_destroy_event_channel(ch);
