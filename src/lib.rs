@@ -13,6 +13,8 @@
 //! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
 //! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection;
 //!   `snapshot` reads the counters with what is derived from the pool and the channels.
+//! - [`fork_lock`]: the mutex of process-wide state that a fork(2) must not split, and the
+//!   handlers that take cmsafe's own across a fork.
 //! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
 //!   acked copies; the preload's acked records and destroyed objects).
 //! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read.
@@ -27,6 +29,7 @@ pub mod event;
 pub mod fault;
 #[cfg(feature = "capi")]
 mod ffi;
+pub mod fork_lock;
 pub mod logging;
 mod pool;
 pub mod recent;

@@ -16,11 +16,12 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 use once_cell::sync::OnceCell;
 
 use crate::fault;
+use crate::fork_lock::ForkSafeMutex;
 
 /// Size classes.
 pub(crate) const CLASSES: usize = 5;
@@ -133,7 +134,8 @@ struct Class {
     committed: AtomicUsize,
     /// Slots below this were handed out at least once (written under `list`'s lock).
     fresh: AtomicU32,
-    list: Mutex<FreeList>,
+    /// Fork-safe: `Slab::lock_for_fork` takes it before a fork(2).
+    list: ForkSafeMutex<FreeList>,
 }
 
 /// Slots of `CLASSES` sizes.
@@ -226,7 +228,7 @@ impl Slab {
                 Class {
                     committed: AtomicUsize::new(0),
                     fresh: AtomicU32::new(0),
-                    list: Mutex::new(FreeList::new()),
+                    list: ForkSafeMutex::new(FreeList::new()),
                 }
             }; CLASSES],
         }
@@ -254,6 +256,20 @@ impl Slab {
             .copied()
     }
 
+    /// Every class's shared list, held until `unlock_after_fork` (pthread_atfork): a child
+    /// never inherits one held by a thread it does not have. No thread holds two at once.
+    pub(crate) fn lock_for_fork(&'static self) {
+        for c in &self.classes {
+            c.list.lock_for_fork();
+        }
+    }
+
+    pub(crate) fn unlock_after_fork(&'static self) {
+        for c in self.classes.iter().rev() {
+            c.list.unlock_after_fork();
+        }
+    }
+
     fn slot_addr(&self, base: usize, class: usize, index: u32) -> usize {
         base + (class << RANGE_SHIFT) + index as usize * self.sizes[class]
     }
@@ -261,10 +277,7 @@ impl Slab {
     /// The class's shared list, locked, its addresses known.
     fn list(&self, class: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
         let base = self.base()?;
-        let mut list = self.classes[class]
-            .list
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut list = self.classes[class].list.lock();
         if list.first == 0 {
             list.first = base + (class << RANGE_SHIFT) + VALUE_OFFSET;
             list.size = self.sizes[class];
@@ -505,6 +518,20 @@ impl Slab {
                 .count() as u64;
         }
         n
+    }
+}
+
+#[cfg(test)]
+impl Slab {
+    /// Runs `f` while this thread holds class `class`'s shared list.
+    pub(crate) fn with_list_held(&self, class: usize, f: impl FnOnce()) {
+        let _list = self.list(class).expect("the range is reserved");
+        f();
+    }
+
+    /// Whether no thread holds class `class`'s shared list.
+    pub(crate) fn list_is_free(&self, class: usize) -> bool {
+        self.classes[class].list.try_lock().is_some()
     }
 }
 

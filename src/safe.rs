@@ -23,10 +23,20 @@ pub const ACKED_CAP: usize = 4096;
 /// stale by then and compaction stays amortized O(1).
 const INDEX_MAX: usize = 4 * ACKED_CAP + 128;
 
-impl Stamped for Event {
+/// An acked copy, kept, with what its caller knew of it at the ack: what a double ack of it is
+/// told with.
+pub struct Kept {
+    pub event: Event,
+    /// The caller's number for the event (the preload numbers events itself).
+    pub seq: u64,
+    /// When the program acked it, in ns of the caller's clock (0: not known).
+    pub acked_ns: u64,
+}
+
+impl Stamped for Kept {
     /// A slot comes back for a newer event; its sequence number tells the two apart.
     fn stamp(&self) -> u64 {
-        self.seq()
+        self.event.seq()
     }
 }
 
@@ -52,7 +62,7 @@ type IdEntries = SmallVec<[Entry; 4]>;
 pub struct SafeCopies {
     live: PtrMap<usize, Event>,
     /// By the pointer the program had, at most [`ACKED_CAP`], the oldest ack released first.
-    acked: Recent<Event>,
+    acked: Recent<Kept>,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
     by_id: PtrMap<usize, IdEntries>,
@@ -106,7 +116,8 @@ impl SafeCopies {
     pub fn ack(&mut self, ptr: *mut rdma_cm_event) -> Ack {
         let key = ptr as usize;
         if let Some(ev) = self.live.remove(&key) {
-            self.keep(ev);
+            let seq = ev.seq();
+            self.keep(ev, seq, 0);
             return Ack::Acked;
         }
         // A copy acked so long ago that it has left is still cmsafe's memory, which
@@ -120,8 +131,10 @@ impl SafeCopies {
 
     /// Keeps a copy the program has just acked, until its id is destroyed or newer acks push
     /// it out. For a caller that held the copy itself from the fetch to the ack (the preload's
-    /// tracker keeps it in its own record), so that no second map holds every copy in flight.
-    pub fn keep(&mut self, ev: Event) {
+    /// tracker keeps it in its own record), so that no second map holds every copy in flight;
+    /// `seq` and `acked_ns` are told back by [`SafeCopies::kept`], so that the caller need not
+    /// remember acked events of its own (a second table, written for every event).
+    pub fn keep(&mut self, ev: Event, seq: u64, acked_ns: u64) {
         let key = handle(&ev) as usize;
         let entry = (key, ev.seq());
         self.by_id.entry(ev.id() as usize).or_default().push(entry);
@@ -135,7 +148,12 @@ impl SafeCopies {
         }
         // Nothing is replaced: a kept copy holds its slot, so its key cannot come back meanwhile.
         // The copy pushed out by the cap is released here.
-        self.acked.insert(key, ev, drop);
+        let kept = Kept {
+            event: ev,
+            seq,
+            acked_ns,
+        };
+        self.acked.insert(key, kept, drop);
         self.compact_index();
     }
 
@@ -167,7 +185,7 @@ impl SafeCopies {
     }
 
     /// The acked copy the program read through `ptr`, while it is kept.
-    pub fn kept(&self, ptr: *mut rdma_cm_event) -> Option<&Event> {
+    pub fn kept(&self, ptr: *mut rdma_cm_event) -> Option<&Kept> {
         self.acked.get(ptr as usize)
     }
 
@@ -246,6 +264,31 @@ mod tests {
         assert_eq!(c.counts(), (0, ACKED_CAP));
         c.id_destroyed(idp);
         assert_eq!(c.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_kept_copy_tells_the_number_and_ack_time_its_caller_gave() {
+        // SAFETY: all-zero is a valid rdma_cm_id.
+        let id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        let idp = &*id as *const _ as usize;
+        let mut c = SafeCopies::new();
+        // SAFETY: a valid event with a live id.
+        let ev = unsafe { Event::copy_from_raw(&raw(RDMA_CM_EVENT_ESTABLISHED, idp, 0)) }.unwrap();
+        let p = handle(&ev);
+        c.keep(ev, 42, 1_000);
+        let k = c.kept(p).expect("kept until its id is destroyed");
+        assert_eq!(
+            (
+                k.seq,
+                k.acked_ns,
+                k.event.event_type(),
+                k.event.id() as usize
+            ),
+            (42, 1_000, RDMA_CM_EVENT_ESTABLISHED, idp)
+        );
+        assert_eq!(c.ack(p), Ack::AlreadyAcked);
+        c.id_destroyed(idp);
+        assert!(c.kept(p).is_none());
     }
 
     #[test]

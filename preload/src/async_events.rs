@@ -14,7 +14,7 @@ use cmsafe::PtrMap;
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
 use crate::getters::Getters;
-use crate::sync::ForkSafeMutex;
+use cmsafe::fork_lock::ForkSafeMutex;
 
 /// The objects whose destroy waits for their async events to be acked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

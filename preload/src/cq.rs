@@ -15,7 +15,7 @@ use cmsafe::PtrMap;
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
 use crate::getters::Getters;
-use crate::sync::ForkSafeMutex;
+use cmsafe::fork_lock::ForkSafeMutex;
 
 /// One CQ's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

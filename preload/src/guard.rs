@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use cmsafe::cm::{rdma_cm_event, rdma_cm_event_type};
 use cmsafe::event::{param_kind, ParamKind};
 
-use crate::sync::ForkSafeMutex;
+use cmsafe::fork_lock::ForkSafeMutex;
 
 const PAGE: usize = 4096;
 /// Pages reserved (256 MiB of address space; committed as used).

@@ -41,7 +41,6 @@ mod objects;
 mod real;
 mod record;
 mod report;
-mod sync;
 mod track;
 mod verbs;
 mod watch;

@@ -46,17 +46,20 @@ extern "C" fn at_exit() {
     });
 }
 
-// All five locks are taken before the fork, so the child never inherits one held by a thread
-// it does not have. Nothing holds two at once otherwise, so the order cannot deadlock.
+// Every lock is taken before the fork, so the child never inherits one held by a thread it does
+// not have. Nothing holds two of the preload's own at once; the tracker releases safe mode's
+// copies into cmsafe's pool while it holds STATE, so the pool's lists come after it.
 extern "C" fn before_fork() {
     WATCH.lock_for_fork();
     STATE.lock_for_fork();
     CQS.lock_for_fork();
     ASYNCS.lock_for_fork();
     RING_PAGES.lock_for_fork();
+    cmsafe::event::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    cmsafe::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
@@ -65,6 +68,7 @@ extern "C" fn after_fork_parent() {
 }
 
 extern "C" fn after_fork_child() {
+    cmsafe::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();

@@ -10,7 +10,8 @@ pub enum Holder {
     /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
     Guarded { page: u32, raw: usize },
     /// Safe: cmsafe's copy (librdmacm's event was acked at once), held here until the program
-    /// acks it, then moved to `State::copies` (None from then on).
+    /// acks it, then moved to `State::copies` with the record's number and ack time (the
+    /// record itself is not kept).
     Safe(Option<cmsafe::Event>),
 }
 

@@ -18,8 +18,8 @@ use crate::held::Held;
 use crate::objects::Objects;
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
-use crate::sync::ForkSafeMutex;
 use crate::whereis::{self, Caller};
+use cmsafe::fork_lock::ForkSafeMutex;
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,13 +50,14 @@ impl Op {
 }
 
 /// Acked events remembered for double-ack detection (and, in audit mode, guarded pages kept
-/// in quarantine).
+/// in quarantine). Safe mode's copies are remembered by `State::copies` instead.
 const ACKED_CAP: usize = 4096;
 
 pub struct State {
     live: PtrMap<usize, Record>,
-    /// Safe mode's copies and librdmacm's blocks reuse their addresses, so a pointer comes
-    /// back for a newer event: each record ages out by its own ack, never by an older one.
+    /// Audit's guarded copies and librdmacm's own events (no copy made), acked: their addresses
+    /// come back for newer events, so each record ages out by its own ack, never by an older
+    /// one. Safe mode's acked copies are in `copies`, which tells their number and ack time.
     acked: Recent<Record>,
     events: u64,
     by_type: [u64; 17],
@@ -318,16 +319,24 @@ impl State {
         // Named only when there is something to report: dladdr scans symbol tables.
         let place = || whereis::describe(caller.addr);
         let Some(mut r) = self.live.remove(&ptr) else {
-            if let Some(prev) = self.acked.get(ptr) {
+            // Acked before: a record of ours, or safe mode's copy, kept with what it was.
+            let prev = match self.acked.get(ptr) {
+                Some(r) => Some((r.seq, r.ack_ns, r.type_name(), r.id)),
+                None => self.copies.kept(ptr as *mut rdma_cm_event).map(|k| {
+                    let ev = &k.event;
+                    (k.seq, k.acked_ns, ev.event_type_name(), ev.id() as usize)
+                }),
+            };
+            if let Some((seq, ack_ns, event_type, id)) = prev {
                 let msg = format!(
                     "rdma_ack_cm_event of an event already acked {:.3} ms earlier",
-                    (now_ns() - prev.ack_ns) as f64 / 1e6
+                    now_ns().saturating_sub(ack_ns) as f64 / 1e6
                 );
                 let f = Finding {
                     kind: Kind::DoubleAck,
-                    seq: prev.seq,
-                    event_type: prev.type_name(),
-                    id: prev.id,
+                    seq,
+                    event_type,
+                    id,
                     thread: whereis::thread_id(),
                     place: place(),
                     message: msg,
@@ -348,16 +357,11 @@ impl State {
                     "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
                 ))
             };
-            // Safe mode may still keep the copy (its id lives): its type and id, then.
-            let (event_type, id) = self
-                .copies
-                .kept(ptr as *mut rdma_cm_event)
-                .map_or(("-", 0), |ev| (ev.event_type_name(), ev.id() as usize));
             self.add(Finding {
                 kind,
                 seq: 0,
-                event_type,
-                id,
+                event_type: "-",
+                id: 0,
                 thread: whereis::thread_id(),
                 place: place(),
                 message,
@@ -384,7 +388,9 @@ impl State {
             }
             Holder::Safe(copy) => {
                 if let Some(ev) = copy.take() {
-                    self.copies.keep(ev);
+                    // The copy is remembered there, with the record's number and ack time.
+                    self.copies.keep(ev, r.seq, r.ack_ns);
+                    return Ok(None);
                 }
                 None
             }

@@ -39,6 +39,21 @@ pub(crate) fn copied() -> u64 {
     NEXT_SEQ.load(Ordering::Relaxed) - 1
 }
 
+/// Takes the shared free lists of the slots events and private data live in, for a
+/// pthread_atfork prepare handler, until [`unlock_after_fork`] in the parent and the child
+/// handler: a child never inherits one held by a thread it does not have (its next event would
+/// wait for good). Lock order: whoever holds a lock of its own while events are made or
+/// released (the preload's tracker, the compat header's copies) takes it before this. With the C
+/// ABI, libcmsafe.so registers its own handlers at load (`ffi::fork`).
+pub fn lock_for_fork() {
+    slot::lock_for_fork();
+}
+
+/// For the parent and child handlers, in the thread that called [`lock_for_fork`].
+pub fn unlock_after_fork() {
+    slot::unlock_after_fork();
+}
+
 /// Event copies still referenced.
 pub(crate) fn live_events() -> u64 {
     slot::count_live(&|s| slot::event_refs(s) > 0)

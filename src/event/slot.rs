@@ -98,6 +98,15 @@ const fn slot_sizes() -> [usize; CLASSES] {
 /// Where every event copy and private data buffer lives.
 static SLAB: Slab = Slab::new(slot_sizes(), "cmsafe_event");
 
+/// The slab's shared lists, held across a fork (see `event::lock_for_fork`).
+pub(crate) fn lock_for_fork() {
+    SLAB.lock_for_fork();
+}
+
+pub(crate) fn unlock_after_fork() {
+    SLAB.unlock_after_fork();
+}
+
 /// The sizes of what goes in the tail.
 #[derive(Clone, Copy)]
 pub(crate) struct Sizes {
@@ -252,6 +261,42 @@ mod tests {
             dst: 128,
         };
         assert_eq!(max.tail(), 512);
+    }
+
+    /// libcmsafe.so's fork handlers (`ffi::fork`, registered at load) wait for a thread that
+    /// holds a shared list, so the child gets it free: without them the child's copy of the lock
+    /// stays held by a thread the child does not have, and its next refill waits for good.
+    #[cfg(feature = "capi")]
+    #[test]
+    fn a_child_never_inherits_a_list_another_thread_holds() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let (held, is_held) = mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            SLAB.with_list_held(0, || {
+                held.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+            })
+        });
+        is_held.recv().unwrap();
+        // SAFETY: the child only tries a lock and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = if SLAB.list_is_free(0) { 0 } else { 1 };
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: our own child; a valid out pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        holder.join().unwrap();
+        assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child inherited the list held"
+        );
     }
 
     #[test]

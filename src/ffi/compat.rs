@@ -2,20 +2,20 @@
 //! `-include cmsafe_compat.h`, their rdma_get_cm_event / rdma_ack_cm_event / rdma_destroy_id
 //! calls unchanged in the source. The same core as the LD_PRELOAD library's safe mode.
 
-use std::sync::Mutex;
-
 use libc::c_int;
 
 use super::guard;
 use crate::cm::{
     rdma_ack_cm_event, rdma_cm_event, rdma_cm_id, rdma_event_channel, rdma_get_cm_event,
 };
+use crate::fork_lock::ForkSafeMutex;
 use crate::safe::{Ack, SafeCopies};
 
-static COPIES: Mutex<Option<SafeCopies>> = Mutex::new(None);
+/// Fork-safe: a child never inherits it held by another thread (`fork_lock`).
+pub(super) static COPIES: ForkSafeMutex<Option<SafeCopies>> = ForkSafeMutex::new(None);
 
 fn with_copies<R>(f: impl FnOnce(&mut SafeCopies) -> R) -> R {
-    let mut guard = COPIES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = COPIES.lock();
     f(guard.get_or_insert_with(SafeCopies::new))
 }
 

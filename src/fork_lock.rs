@@ -1,12 +1,14 @@
 //! A mutex that survives fork(2): pthread_atfork takes it before the fork and both processes
 //! release it after, so a child never inherits it locked by a thread that does not exist there.
+//! The pool's shared free lists and the compat header's copies use it, and so does the
+//! LD_PRELOAD library for all of its state.
 //!
 //! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, inlined),
 //! where glibc's pthread_mutex_lock and unlock, two calls, cost about 35 instructions a pair
-//! more by count (`bench/results/insns.md`); the tracker's lock is taken twice per event. The
-//! guard taken before the fork is kept in the mutex itself
-//! until the parent and the child each drop theirs; in the child that drop may issue a futex
-//! wake for waiters that were left behind in the parent, which wakes nobody.
+//! more by count (`bench/results/insns.md`); the preload's tracker lock is taken twice per
+//! event. The guard taken before the fork is kept in the mutex itself until the parent and the
+//! child each drop theirs; in the child that drop may issue a futex wake for waiters that were
+//! left behind in the parent, which wakes nobody.
 
 use std::cell::UnsafeCell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -34,6 +36,15 @@ impl<T: 'static> ForkSafeMutex<T> {
     /// not make it unusable: the data is whatever the panicking code left, as before.
     pub fn lock(&self) -> MutexGuard<'_, T> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The data, if no thread holds it now.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        match self.inner.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// For the pthread_atfork prepare handler: held until `unlock_after_fork`.
