@@ -87,6 +87,11 @@ entry!(
     rdma_create_event_channel() -> *mut rdma_event_channel, crate::ids::create_channel, "rdi"
 );
 entry!(
+    /// rdma_get_request(3), interposed.
+    rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> i32,
+    crate::ids::get_request, "rdx"
+);
+entry!(
     /// rdma_accept(3), interposed.
     rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
     crate::ids::accept, "rdx"

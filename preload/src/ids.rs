@@ -59,12 +59,13 @@ fn id_call(call: &str, id: *mut rdma_cm_id, ret: usize, real: impl FnOnce() -> i
     real()
 }
 
-/// After a call that makes an id (rdma_create_id, rdma_create_ep) returned `rc`: on success the
-/// new id is known from here on.
+/// After a call that makes an id (rdma_create_id, rdma_create_ep; rdma_get_request, whose id is
+/// a connection request's) returned `rc`: on success the new id is known from here on, as the
+/// caller's.
 ///
 /// # Safety
 /// When `rc` is 0 and `id` is not NULL, `*id` is the id librdmacm just stored there.
-unsafe fn note_created(rc: i32, id: *mut *mut rdma_cm_id, ret: usize) {
+unsafe fn note_created(rc: i32, id: *mut *mut rdma_cm_id, ret: usize, from_request: bool) {
     if rc != 0 || id.is_null() {
         return;
     }
@@ -72,7 +73,7 @@ unsafe fn note_created(rc: i32, id: *mut *mut rdma_cm_id, ret: usize) {
     let new = unsafe { *id } as usize;
     quietly(|| {
         let caller = whereis::caller_at(ret);
-        with_state(|s| s.id_created(new, caller));
+        with_state(|s| s.id_created(new, caller, from_request));
     });
 }
 
@@ -100,7 +101,7 @@ pub unsafe extern "C-unwind" fn create_id(
     // SAFETY: passed on as given.
     let rc = unsafe { real(channel, id, context, ps) };
     // SAFETY: on success librdmacm stored the new id at `id`.
-    unsafe { note_created(rc, id, ret) };
+    unsafe { note_created(rc, id, ret, false) };
     rc
 }
 
@@ -122,7 +123,7 @@ pub unsafe extern "C-unwind" fn create_ep(
     let rc = unsafe { real(id, res, pd, qp_init_attr) };
     if CONFIG.mode != Mode::Off {
         // SAFETY: on success librdmacm stored the new id at `id`.
-        unsafe { note_created(rc, id, ret) };
+        unsafe { note_created(rc, id, ret, false) };
     }
     rc
 }
@@ -145,6 +146,31 @@ pub unsafe extern "C-unwind" fn create_channel(ret: usize) -> *mut rdma_event_ch
         });
     }
     channel
+}
+
+/// rdma_get_request(3), interposed. librdmacm gets the CONNECT_REQUEST through its own
+/// rdma_get_cm_event, so its new id was noted as librdmacm's; handed to the caller here, it is
+/// the caller's from here on (counted at exit if never destroyed).
+///
+/// # Safety
+/// As librdmacm's own function: the arguments are what its man page asks for.
+pub unsafe extern "C-unwind" fn get_request(
+    listen: *mut rdma_cm_id,
+    id: *mut *mut rdma_cm_id,
+    ret: usize,
+) -> i32 {
+    let Some(real) = real::get_request() else {
+        return missing();
+    };
+    // SAFETY: passed on as given.
+    let rc = id_call("rdma_get_request", listen, ret, || unsafe {
+        real(listen, id)
+    });
+    if CONFIG.mode != Mode::Off {
+        // SAFETY: on success librdmacm stored the request's id at `id`.
+        unsafe { note_created(rc, id, ret, true) };
+    }
+    rc
 }
 
 /// rdma_accept(3), interposed.

@@ -3,7 +3,8 @@
 //! It interposes rdma_get_cm_event and rdma_ack_cm_event, and, to judge how events are used,
 //! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp; to judge
 //! the lifecycles of ids and channels, rdma_create_id, rdma_create_ep, rdma_create_event_channel,
-//! rdma_accept, rdma_connect, rdma_reject and rdma_disconnect (ids.rs, objects.rs); and
+//! rdma_get_request, rdma_accept, rdma_connect, rdma_reject and rdma_disconnect (ids.rs,
+//! objects.rs); and
 //! libibverbs' ibv_get_cq_event, ibv_ack_cq_events and ibv_destroy_cq, to count each CQ's
 //! completion events got and acked (verbs.rs, cq.rs); ibv_get_async_event, ibv_ack_async_event,
 //! ibv_destroy_qp and ibv_destroy_srq, to count each object's async events got and acked

@@ -495,4 +495,23 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn a_request_id_librdmacm_got_is_the_programs_once_rdma_get_request_hands_it_out() {
+        let mut o = fresh(64);
+        // The CONNECT_REQUEST, got by librdmacm inside rdma_get_request: its id is librdmacm's.
+        o.id_created(5, true, true);
+        assert_eq!(o.leftover().ids, 0);
+        // rdma_get_request returned it to the program, which rejects it and never destroys it.
+        o.id_created(5, false, true);
+        assert_eq!(o.id_rejected(5), None);
+        assert_eq!(
+            o.leftover(),
+            Leftover {
+                ids: 1,
+                rejected: 1,
+                channels: 0
+            }
+        );
+    }
 }

@@ -40,6 +40,7 @@ pub type CreateChannel = unsafe extern "C-unwind" fn() -> *mut rdma_event_channe
 pub type ConnParamCall = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut rdma_conn_param) -> i32;
 pub type Reject = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *const libc::c_void, u8) -> i32;
 pub type Disconnect = unsafe extern "C-unwind" fn(*mut rdma_cm_id) -> i32;
+pub type GetRequest = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut *mut rdma_cm_id) -> i32;
 // libibverbs' (verbs.h): the CQ and channel stay opaque here.
 pub type GetCqEvent = unsafe extern "C-unwind" fn(
     *mut libc::c_void,
@@ -307,6 +308,7 @@ real!(
     c"rdma_create_event_channel"
 );
 real!(accept, ConnParamCall, LIBRDMACM, c"rdma_accept");
+real!(get_request, GetRequest, LIBRDMACM, c"rdma_get_request");
 real!(connect, ConnParamCall, LIBRDMACM, c"rdma_connect");
 real!(reject, Reject, LIBRDMACM, c"rdma_reject");
 real!(disconnect, Disconnect, LIBRDMACM, c"rdma_disconnect");

@@ -546,9 +546,11 @@ impl State {
         self.objects.id_destroyed(id);
     }
 
-    /// A new id (rdma_create_id) or channel (rdma_create_event_channel).
-    pub fn id_created(&mut self, id: usize, caller: whereis::Caller) {
-        self.objects.id_created(id, caller.in_librdmacm, false);
+    /// A new id (rdma_create_id; rdma_get_request: `from_request`) or channel
+    /// (rdma_create_event_channel).
+    pub fn id_created(&mut self, id: usize, caller: whereis::Caller, from_request: bool) {
+        self.objects
+            .id_created(id, caller.in_librdmacm, from_request);
     }
 
     pub fn channel_created(&mut self, channel: usize, caller: whereis::Caller) {
