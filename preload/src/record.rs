@@ -12,7 +12,7 @@ pub enum Holder {
     /// Safe: cmsafe's copy (librdmacm's event was acked at once), held here until the program
     /// acks it, then moved to `State::copies` with the record's number and ack time (the
     /// record itself is not kept).
-    Safe(Option<cmsafe::Event>),
+    Safe(cmsafe::Event),
 }
 
 pub struct Record {

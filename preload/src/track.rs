@@ -266,7 +266,7 @@ impl State {
             cm.id as usize
         };
         let (handed, holder, ack_now) = match prepared {
-            Prepared::Safe(ev) => (safe::handle(&ev), Holder::Safe(Some(ev)), true),
+            Prepared::Safe(ev) => (safe::handle(&ev), Holder::Safe(ev), true),
             Prepared::Guarded(page, copy) => (
                 copy,
                 Holder::Guarded {
@@ -380,23 +380,21 @@ impl State {
         }
         self.held.add(held);
         self.report.event(&r);
-        let to_ack = match &mut r.holder {
-            Holder::Raw(raw) => Some(*raw),
+        let raw = match r.holder {
+            Holder::Raw(raw) => raw,
             Holder::Guarded { page, raw } => {
-                guard::seal(*page);
-                Some(*raw)
+                guard::seal(page);
+                raw
             }
-            Holder::Safe(copy) => {
-                if let Some(ev) = copy.take() {
-                    // The copy is remembered there, with the record's number and ack time.
-                    self.copies.keep(ev, r.seq, r.ack_ns);
-                    return Ok(None);
-                }
-                None
+            Holder::Safe(ev) => {
+                // The copy is remembered there, with the record's number and ack time; no
+                // acked record is kept beside it.
+                self.copies.keep(ev, r.seq, r.ack_ns);
+                return Ok(None);
             }
         };
         self.keep_acked(ptr, r);
-        Ok(to_ack)
+        Ok(Some(raw))
     }
 
     fn keep_acked(&mut self, ptr: usize, r: Record) {
@@ -818,7 +816,7 @@ mod tests {
             pd_len: 0,
             internal: false,
             reported: 0,
-            holder: Holder::Safe(None),
+            holder: Holder::Raw(0),
         }
     }
 
