@@ -27,46 +27,68 @@ def exported(preload):
 
 
 def added(profile, preload):
+    """Reads callgrind's own file, not callgrind_annotate's report: the report prints an object
+    only beside some of a function's lines, and with whole-program optimisation most of the
+    preload's code is inlined from other files, whose lines the report leaves without one."""
     wrapped = exported(preload)
     obj_name = preload.rsplit('/', 1)[-1]
-    # --auto=no: no annotated source after the tree (the preload has debug info), only the tree.
-    out = subprocess.run(['callgrind_annotate', '--tree=calling', '--inclusive=no',
-                          '--threshold=100', '--auto=no', profile], capture_output=True, text=True,
-                         check=True).stdout
-    line_re = re.compile(r'^\s*([\d,]+) \([^)]*\)\s+([*>])\s+(.*?)(?: \([\d,]+x\))?'
-                         r'(?: \[(.*)\])?$')
     real_lib = re.compile(r'/lib(rdmacm|ibverbs)\.so|/libibverbs/')
+    names = {'ob': {}, 'fn': {}}
+    total, parts = 0, {}
+    obj = fn = cobj = cfn = ''
+    in_ours = False
+    call_pending = False
 
-    def name_of(full):
-        return full.split(':', 1)[-1]
-
-    def ours(full, obj):
-        return obj.endswith('/' + obj_name) and name_of(full) not in wrapped
-
-    total, parts, in_ours, caller_obj = 0, {}, False, ''
-
-    for line in out.splitlines():
-        m = line_re.match(line)
+    def named(kind, rest):
+        # "(id) name" defines an id, "(id)" refers to one defined before.
+        m = re.match(r'\((\d+)\)(?: (.*))?$', rest)
         if not m:
-            continue
-        ir = int(m.group(1).replace(',', ''))
-        kind, full, obj = m.group(2), m.group(3), m.group(4) or ''
-        if kind == '*':
-            caller_obj = obj
-            in_ours = ours(full, obj)
+            return rest
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1), '')
+
+    def ours(o, f):
+        return o.endswith('/' + obj_name) and f not in wrapped
+
+    with open(profile) as lines:
+        for line in lines:
+            line = line.rstrip('\n')
+            if line.startswith('ob='):
+                obj = named('ob', line[3:])
+                continue
+            if line.startswith('fn='):
+                fn = named('fn', line[3:])
+                cobj = obj
+                in_ours = ours(obj, fn)
+                continue
+            if line.startswith('cob='):
+                cobj = named('ob', line[4:])
+                continue
+            if line.startswith('cfn='):
+                cfn = named('fn', line[4:])
+                continue
+            if line.startswith('calls='):
+                call_pending = True
+                continue
+            if not line or not (line[0].isdigit() or line[0] in '+-*'):
+                continue
+            fields = line.split()
+            ir = int(fields[1]) if len(fields) > 1 else 0
+            if call_pending:
+                # The call's inclusive cost: counted when one of ours calls what is neither
+                # ours (counted as its own lines) nor the real work behind a wrapper.
+                call_pending = False
+                callee_obj = cobj
+                cobj = obj
+                if (in_ours and not ours(callee_obj, cfn) and cfn not in wrapped
+                        and not real_lib.search(callee_obj)):
+                    total += ir
+                    parts['> ' + cfn] = parts.get('> ' + cfn, 0) + ir
+                continue
             if in_ours:
                 total += ir
-                parts[name_of(full)] = parts.get(name_of(full), 0) + ir
-            continue
-        # A call made by one of the preload's functions: counted unless it is the real work,
-        # or a function of ours (counted as its own block). A callee in the caller's object is
-        # printed without one.
-        obj = obj or caller_obj
-        if not in_ours or ours(full, obj) or name_of(full) in wrapped or real_lib.search(obj):
-            continue
-        total += ir
-        key = '> ' + name_of(full)
-        parts[key] = parts.get(key, 0) + ir
+                parts[fn] = parts.get(fn, 0) + ir
     return total, parts
 
 
