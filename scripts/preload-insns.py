@@ -10,6 +10,11 @@ PROFILE: a callgrind.out file; PRELOAD: the libcmsafe_preload.so the process loa
 exported names are the wrapped functions); TOP: also print the TOP largest parts, by function.
 Prints the total on the first line.
 
+    scripts/preload-insns.py --per N PROFILE PROFILE2 PRELOAD TOP
+
+The TOP largest parts per iteration in the steady state, as a markdown table: PROFILE after N
+iterations, PROFILE2 after 2N (the same warm-up), each part's difference divided by N.
+
 callgrind names a real function after the preload's wrapper of the same name (`???:rdma_...`
 in the preload's object), so a function is the preload's own when it lies in the preload's
 object and its name is none of the exported ones; a call to an exported name, or into
@@ -92,9 +97,27 @@ def added(profile, preload):
     return total, parts
 
 
+def per_iteration(n, first, second, preload, top):
+    """Where the steady state's instructions go: LTO inlines most of the preload into its
+    wrappers, so a part is a wrapper with what was inlined into it, or a callee it calls."""
+    _, a = added(first, preload)
+    total, b = added(second, preload)
+    diff = {k: (v - a.get(k, 0)) / n for k, v in b.items()}
+    print('| part (function, or > a callee outside the preload) | instructions per iteration |')
+    print('|---|---:|')
+    for name, ir in sorted(diff.items(), key=lambda kv: -kv[1])[:top]:
+        if round(ir) > 0:
+            print(f'| `{name[:80]}` | {ir:.0f} |')
+    print(f'| all of the preload | {(total - sum(a.values())) / n:.0f} |')
+
+
 def main():
+    if len(sys.argv) == 7 and sys.argv[1] == '--per':
+        per_iteration(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
+        return
     if len(sys.argv) not in (3, 4):
-        sys.exit('usage: scripts/preload-insns.py PROFILE PRELOAD [TOP]')
+        sys.exit('usage: scripts/preload-insns.py PROFILE PRELOAD [TOP]\n'
+                 '       scripts/preload-insns.py --per N PROFILE PROFILE2 PRELOAD TOP')
     total, parts = added(sys.argv[1], sys.argv[2])
     print(total)
     if len(sys.argv) == 4:

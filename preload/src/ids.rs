@@ -39,16 +39,24 @@ pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
 
 /// Whether `channel` can be one the program destroyed: not NULL, and among the destroyed
 /// channels the check can read without the tracker's lock (`objects::GoneChannels`).
+#[inline(always)]
 pub fn channel_may_be_gone(channel: *mut rdma_event_channel) -> bool {
     !channel.is_null() && GONE_CHANNELS.may_hold(channel as usize)
 }
 
-/// The same as `id_refused` for a call on `channel`.
+/// The same as `id_refused` for a call on `channel`. Inlined to the lock-free check, which
+/// rdma_get_cm_event makes for every event; the judgment under the lock stays out of line.
+#[inline(always)]
 pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
-    channel_may_be_gone(channel)
-        && refused(ret, libc::EBADF, |s, c| {
-            s.use_of_channel(call, channel as usize, c)
-        })
+    channel_may_be_gone(channel) && channel_judged(call, channel, ret)
+}
+
+#[cold]
+#[inline(never)]
+fn channel_judged(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
+    refused(ret, libc::EBADF, |s, c| {
+        s.use_of_channel(call, channel as usize, c)
+    })
 }
 
 /// `call` on `id`, nothing else to judge: refused in safe mode when the id was destroyed.

@@ -6,7 +6,7 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
@@ -20,10 +20,17 @@ const MIRRORED: usize = 8;
 /// destroys a probe id, and its channel), and few programs destroy many. While at most
 /// `MIRRORED` are remembered each has a slot, and a slot never moves while it holds one, so a
 /// reader never misses one that moved; past that `overflow` sends every check to the lock.
-/// Written only under the tracker's lock.
+/// `bits` summarises the slots (one bit per channel, all of them in overflow), so that most
+/// checks end at one load instead of a scan of every slot. Written only under the tracker's lock.
 pub struct GoneChannels {
     slots: [AtomicUsize; MIRRORED],
     overflow: AtomicBool,
+    bits: AtomicU64,
+}
+
+/// A channel's bit in `GoneChannels::bits`: channels are malloc'd, 16-byte aligned.
+fn bit(channel: usize) -> u64 {
+    1 << ((channel >> 4 ^ channel >> 10) & 63)
 }
 
 impl GoneChannels {
@@ -31,16 +38,34 @@ impl GoneChannels {
         GoneChannels {
             slots: [const { AtomicUsize::new(0) }; MIRRORED],
             overflow: AtomicBool::new(false),
+            bits: AtomicU64::new(0),
         }
     }
 
     /// False only when `channel` is surely not a destroyed one (0 is never a channel).
+    #[inline]
     pub fn may_hold(&self, channel: usize) -> bool {
-        self.overflow.load(Ordering::Acquire)
-            || self
-                .slots
+        // Acquire: a bit set after its slot was written shows the slot too.
+        self.bits.load(Ordering::Acquire) & bit(channel) != 0
+            && (self.overflow.load(Ordering::Acquire)
+                || self
+                    .slots
+                    .iter()
+                    .any(|s| s.load(Ordering::Relaxed) == channel))
+    }
+
+    /// `bits` again from the slots, after they changed.
+    fn summarise(&self) {
+        let bits = if self.overflow.load(Ordering::Relaxed) {
+            u64::MAX
+        } else {
+            self.slots
                 .iter()
-                .any(|s| s.load(Ordering::Relaxed) == channel)
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&c| c != 0)
+                .fold(0, |b, c| b | bit(c))
+        };
+        self.bits.store(bits, Ordering::Release);
     }
 
     fn add(&self, channel: usize) {
@@ -51,6 +76,7 @@ impl GoneChannels {
             Some(s) => s.store(channel, Ordering::Release),
             None => self.overflow.store(true, Ordering::Release),
         }
+        self.summarise();
     }
 
     /// After `channel` left the set `now` (made again).
@@ -83,6 +109,7 @@ impl GoneChannels {
             }
             self.overflow.store(false, Ordering::Release);
         }
+        self.summarise();
     }
 }
 
@@ -364,6 +391,36 @@ mod tests {
         assert!(!mirror.may_hold(0x40));
         o.channel_destroyed(0x1000);
         assert!(mirror.may_hold(0x1000));
+    }
+
+    #[test]
+    fn the_summary_bits_follow_the_slots() {
+        let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
+        let mut o = Objects::mirrored_in(64, mirror);
+        let bits = || mirror.bits.load(Ordering::Relaxed);
+        assert_eq!(bits(), 0, "nothing destroyed: every check ends at the bits");
+        let (a, b) = (0x7010, 0x7020);
+        assert_ne!(bit(a), bit(b));
+        o.channel_created(a, false);
+        o.channel_created(b, false);
+        o.channel_destroyed(a);
+        assert_eq!(bits(), bit(a));
+        assert!(mirror.may_hold(a) && !mirror.may_hold(b));
+        o.channel_destroyed(b);
+        assert_eq!(bits(), bit(a) | bit(b));
+        o.channel_created(a, false);
+        assert_eq!(bits(), bit(b));
+        assert!(!mirror.may_hold(a) && mirror.may_hold(b));
+        // In overflow every bit is set; refilled, the bits are the slots' again.
+        let many: Vec<usize> = (1..=MIRRORED).map(|i| 0xa000 + 0x100 * i).collect();
+        for &c in &many {
+            o.channel_created(c, false);
+            o.channel_destroyed(c);
+        }
+        assert_eq!(bits(), u64::MAX);
+        o.channel_created(many[0], false);
+        let held = many[1..].iter().fold(bit(b), |m, &c| m | bit(c));
+        assert_eq!(bits(), held);
     }
 
     #[test]
