@@ -15,6 +15,11 @@ Prints the total on the first line.
 The TOP largest parts per iteration in the steady state, as a markdown table: PROFILE after N
 iterations, PROFILE2 after 2N (the same warm-up), each part's difference divided by N.
 
+    scripts/preload-insns.py --reads PROFILE PRELOAD
+
+The total, then the reads: calls the preload made to librdmacm's rdma_get_cm_event, one per
+event the program got (and one per read that failed or was cut short by the program's end).
+
 callgrind names a real function after the preload's wrapper of the same name (`???:rdma_...`
 in the preload's object), so a function is the preload's own when it lies in the preload's
 object and its name is none of the exported ones; a call to an exported name, or into
@@ -36,6 +41,7 @@ def added(profile, preload):
     only beside some of a function's lines, and with whole-program optimisation most of the
     preload's code is inlined from other files, whose lines the report leaves without one."""
     wrapped = exported(preload)
+    reads = 0
     obj_name = preload.rsplit('/', 1)[-1]
     real_lib = re.compile(r'/lib(rdmacm|ibverbs)\.so|/libibverbs/')
     names = {'ob': {}, 'fn': {}}
@@ -75,6 +81,8 @@ def added(profile, preload):
                 continue
             if line.startswith('calls='):
                 call_pending = True
+                if in_ours and cfn == 'rdma_get_cm_event' and real_lib.search(cobj):
+                    reads += int(line[6:].split()[0])
                 continue
             if not line or not (line[0].isdigit() or line[0] in '+-*'):
                 continue
@@ -94,14 +102,14 @@ def added(profile, preload):
             if in_ours:
                 total += ir
                 parts[fn] = parts.get(fn, 0) + ir
-    return total, parts
+    return total, parts, reads
 
 
 def per_iteration(n, first, second, preload, top):
     """Where the steady state's instructions go: LTO inlines most of the preload into its
     wrappers, so a part is a wrapper with what was inlined into it, or a callee it calls."""
-    _, a = added(first, preload)
-    total, b = added(second, preload)
+    _, a, _ = added(first, preload)
+    total, b, _ = added(second, preload)
     diff = {k: (v - a.get(k, 0)) / n for k, v in b.items()}
     print('| part (function, or > a callee outside the preload) | instructions per iteration |')
     print('|---|---:|')
@@ -115,10 +123,15 @@ def main():
     if len(sys.argv) == 7 and sys.argv[1] == '--per':
         per_iteration(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
         return
+    if len(sys.argv) == 4 and sys.argv[1] == '--reads':
+        total, _, reads = added(sys.argv[2], sys.argv[3])
+        print(total, reads)
+        return
     if len(sys.argv) not in (3, 4):
         sys.exit('usage: scripts/preload-insns.py PROFILE PRELOAD [TOP]\n'
-                 '       scripts/preload-insns.py --per N PROFILE PROFILE2 PRELOAD TOP')
-    total, parts = added(sys.argv[1], sys.argv[2])
+                 '       scripts/preload-insns.py --per N PROFILE PROFILE2 PRELOAD TOP\n'
+                 '       scripts/preload-insns.py --reads PROFILE PRELOAD')
+    total, parts, _ = added(sys.argv[1], sys.argv[2])
     print(total)
     if len(sys.argv) == 4:
         for name, ir in sorted(parts.items(), key=lambda kv: -kv[1])[:int(sys.argv[3])]:
