@@ -217,7 +217,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_a
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
         preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
         misuse_qp_then_destroy soak_events misuse_destroyed_channel \
-        misuse_destroyed_id misuse_rejected_not_destroyed misuse_cq_destroy_with_unacked \
+        misuse_destroyed_id misuse_retry_after_reject misuse_rejected_not_destroyed \
+        misuse_cq_destroy_with_unacked \
         misuse_cq_wrong_ack misuse_cq_over_ack misuse_cq_never_acked preload_cq_loop \
         preload_async_survey misuse_async_destroy_with_unacked misuse_async_double_ack \
         misuse_async_never_acked

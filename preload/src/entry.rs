@@ -4,12 +4,12 @@
 //! every event cost more than the rest of the preload's work together. Elsewhere the
 //! implementation walks the stack itself (return address 0).
 
-use std::ffi::{c_uint, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 
 use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 /// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
-/// last one of `args` (System V: rdi, rsi, rdx, rcx, r8).
+/// last one of `args` (System V: rdi, rsi, rdx, rcx, r8, r9).
 macro_rules! entry {
     ($(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $imp:path, $reg:literal) => {
         $(#[$doc])*
@@ -109,6 +109,46 @@ entry!(
 entry!(
     /// rdma_disconnect(3), interposed.
     rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi"
+);
+entry!(
+    /// rdma_bind_addr(3), interposed.
+    rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> i32,
+    crate::ids::bind_addr, "rdx"
+);
+entry!(
+    /// rdma_resolve_addr(3), interposed.
+    rdma_resolve_addr(
+        id: *mut rdma_cm_id,
+        src_addr: *mut libc::sockaddr,
+        dst_addr: *mut libc::sockaddr,
+        timeout_ms: c_int
+    ) -> i32,
+    crate::ids::resolve_addr, "r8"
+);
+entry!(
+    /// rdma_resolve_route(3), interposed.
+    rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> i32,
+    crate::ids::resolve_route, "rdx"
+);
+entry!(
+    /// rdma_listen(3), interposed.
+    rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> i32, crate::ids::listen, "rdx"
+);
+entry!(
+    /// rdma_create_qp(3), interposed.
+    rdma_create_qp(id: *mut rdma_cm_id, pd: *mut c_void, qp_init_attr: *mut c_void) -> i32,
+    crate::ids::create_qp, "rcx"
+);
+entry!(
+    /// rdma_set_option(3), interposed.
+    rdma_set_option(
+        id: *mut rdma_cm_id,
+        level: c_int,
+        optname: c_int,
+        optval: *mut c_void,
+        optlen: libc::size_t
+    ) -> i32,
+    crate::ids::set_option, "r9"
 );
 entry!(
     /// ibv_get_cq_event(3), interposed.

@@ -1,14 +1,15 @@
 //! The calls that create cm_ids and event channels or act on an id without events:
 //! rdma_create_id, rdma_create_ep (librdmacm makes its id without calling rdma_create_id),
-//! rdma_create_event_channel, rdma_accept, rdma_connect, rdma_reject and
-//! rdma_disconnect, interposed so that the lifecycles of ids and channels can be judged
-//! (objects.rs): a call on a destroyed id or channel is named before librdmacm reads the freed
-//! memory, and safe mode refuses it.
+//! rdma_create_event_channel, rdma_accept, rdma_connect, rdma_reject, rdma_disconnect,
+//! rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp and
+//! rdma_set_option, interposed so that the lifecycles of ids and channels can be judged
+//! (objects.rs): a call on a destroyed id or channel, or on an address no id can have, is named
+//! before librdmacm reads it, and safe mode refuses it.
 
 use cmsafe::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 use crate::config::{Mode, CONFIG};
-use crate::objects::GONE_CHANNELS;
+use crate::objects::{self, GONE_CHANNELS, GONE_IDS};
 use crate::track::State;
 use crate::{missing, quietly, real, set_errno, whereis, with_state};
 
@@ -32,9 +33,20 @@ pub fn refused(
     false
 }
 
-/// The same for a call on `id`.
+/// The same for a call on `id`. Inlined to the lock-free checks, true for few ids; the judgment
+/// under the lock stays out of line.
+#[inline(always)]
 pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
-    !id.is_null() && refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id as usize, c))
+    let p = id as usize;
+    !id.is_null()
+        && (objects::cannot_be_object(p) || GONE_IDS.may_hold(p))
+        && id_judged(call, p, ret)
+}
+
+#[cold]
+#[inline(never)]
+fn id_judged(call: &str, id: usize, ret: usize) -> bool {
+    refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id, c))
 }
 
 /// Whether `channel` can be one the program destroyed: not NULL, and among the destroyed
@@ -181,38 +193,6 @@ pub unsafe extern "C-unwind" fn get_request(
     rc
 }
 
-/// rdma_accept(3), interposed.
-///
-/// # Safety
-/// As librdmacm's own function: the arguments are what its man page asks for.
-pub unsafe extern "C-unwind" fn accept(
-    id: *mut rdma_cm_id,
-    param: *mut rdma_conn_param,
-    ret: usize,
-) -> i32 {
-    let Some(real) = real::accept() else {
-        return missing();
-    };
-    // SAFETY: passed on as given.
-    id_call("rdma_accept", id, ret, || unsafe { real(id, param) })
-}
-
-/// rdma_connect(3), interposed.
-///
-/// # Safety
-/// As librdmacm's own function: the arguments are what its man page asks for.
-pub unsafe extern "C-unwind" fn connect(
-    id: *mut rdma_cm_id,
-    param: *mut rdma_conn_param,
-    ret: usize,
-) -> i32 {
-    let Some(real) = real::connect() else {
-        return missing();
-    };
-    // SAFETY: passed on as given.
-    id_call("rdma_connect", id, ret, || unsafe { real(id, param) })
-}
-
 /// rdma_reject(3), interposed: a rejected request's id must still be destroyed.
 ///
 /// # Safety
@@ -244,14 +224,51 @@ pub unsafe extern "C-unwind" fn reject(
     rc
 }
 
-/// rdma_disconnect(3), interposed.
-///
-/// # Safety
-/// As librdmacm's own function: the arguments are what its man page asks for.
-pub unsafe extern "C-unwind" fn disconnect(id: *mut rdma_cm_id, ret: usize) -> i32 {
-    let Some(real) = real::disconnect() else {
-        return missing();
-    };
-    // SAFETY: passed on as given.
-    id_call("rdma_disconnect", id, ret, || unsafe { real(id) })
+/// Wrappers of calls on an id with nothing else to judge: each is refused in safe mode when the
+/// id was destroyed or cannot be one (`id_call`).
+macro_rules! id_calls {
+    ($($(#[$doc:meta])* $name:ident: $call:literal ($($arg:ident: $ty:ty),*);)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As librdmacm's own function: the arguments are what its man page asks for.
+        pub unsafe extern "C-unwind" fn $name(id: *mut rdma_cm_id, $($arg: $ty,)* ret: usize) -> i32 {
+            let Some(real) = real::$name() else {
+                return missing();
+            };
+            // SAFETY: passed on as given.
+            id_call($call, id, ret, || unsafe { real(id, $($arg),*) })
+        }
+    )*};
+}
+
+id_calls! {
+    /// rdma_accept(3), interposed.
+    accept: "rdma_accept" (param: *mut rdma_conn_param);
+    /// rdma_connect(3), interposed.
+    connect: "rdma_connect" (param: *mut rdma_conn_param);
+    /// rdma_disconnect(3), interposed.
+    disconnect: "rdma_disconnect" ();
+    /// rdma_bind_addr(3), interposed.
+    bind_addr: "rdma_bind_addr" (addr: *mut libc::sockaddr);
+    /// rdma_resolve_addr(3), interposed: the first call of a connect, so of a connect retried on
+    /// an id destroyed after REJECTED (perftest 4.5-0.17 passes a slot of its freed node array).
+    resolve_addr: "rdma_resolve_addr" (
+        src_addr: *mut libc::sockaddr,
+        dst_addr: *mut libc::sockaddr,
+        timeout_ms: libc::c_int
+    );
+    /// rdma_resolve_route(3), interposed.
+    resolve_route: "rdma_resolve_route" (timeout_ms: libc::c_int);
+    /// rdma_listen(3), interposed.
+    listen: "rdma_listen" (backlog: libc::c_int);
+    /// rdma_create_qp(3), interposed.
+    create_qp: "rdma_create_qp" (pd: *mut libc::c_void, qp_init_attr: *mut libc::c_void);
+    /// rdma_set_option(3), interposed.
+    set_option: "rdma_set_option" (
+        level: libc::c_int,
+        optname: libc::c_int,
+        optval: *mut libc::c_void,
+        optlen: libc::size_t
+    );
 }

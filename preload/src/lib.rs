@@ -3,8 +3,9 @@
 //! It interposes rdma_get_cm_event and rdma_ack_cm_event, and, to judge how events are used,
 //! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp; to judge
 //! the lifecycles of ids and channels, rdma_create_id, rdma_create_ep, rdma_create_event_channel,
-//! rdma_get_request, rdma_accept, rdma_connect, rdma_reject and rdma_disconnect (ids.rs,
-//! objects.rs); and
+//! rdma_get_request, rdma_accept, rdma_connect, rdma_reject, rdma_disconnect, rdma_bind_addr,
+//! rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp and rdma_set_option
+//! (ids.rs, objects.rs); and
 //! libibverbs' ibv_get_cq_event, ibv_ack_cq_events and ibv_destroy_cq, to count each CQ's
 //! completion events got and acked (verbs.rs, cq.rs); ibv_get_async_event, ibv_ack_async_event,
 //! ibv_destroy_qp and ibv_destroy_srq, to count each object's async events got and acked
@@ -112,7 +113,8 @@ unsafe extern "C" fn cancelled_in_get(channel: *mut libc::c_void) {
 /// (a program's event thread may be about to), and are reported if they are not. Calls that
 /// wait for acks (destroy, migrate) are then watched until they return: the token for
 /// `watch::end` (0: not watched). First of all, in the same pass over the state, a call on an
-/// id the program destroyed is named (`use-after-destroy-id`), then one naming a channel it
+/// id the program destroyed, or at an address no id can have, is named (`use-after-destroy-id`,
+/// `not-a-cm-id`), then one naming a channel it
 /// destroyed (`new_channel`, rdma_migrate_id's destination: `use-after-destroy-channel`): the
 /// errno (EINVAL, EBADF) when safe mode refuses the call, set here.
 fn judge_wait(
@@ -128,6 +130,10 @@ fn judge_wait(
         let judged = with_state(|s| {
             if s.use_of_id(op.call(), id as usize, caller) && safe {
                 return Err(libc::EINVAL);
+            }
+            if objects::cannot_be_object(id as usize) {
+                // Audit passes it on, as librdmacm would get it, without reading it here.
+                return Ok((Vec::new(), Vec::new()));
             }
             if ids::channel_may_be_gone(new_channel)
                 && s.use_of_channel(op.call(), new_channel as usize, caller)
@@ -160,7 +166,7 @@ fn judge_wait(
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
         // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
-        if op != Op::DestroyQp && !caller.in_librdmacm {
+        if op != Op::DestroyQp && !caller.in_librdmacm && !objects::cannot_be_object(id as usize) {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
             token = Ok(watch::begin(op, id as usize, channel, caller));

@@ -6,7 +6,7 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
@@ -113,8 +113,75 @@ impl GoneChannels {
     }
 }
 
+/// True when no object of this process can be at `p`: the first page is never mapped, and on
+/// x86-64 no user-space address reaches bit 56 (the top of user space with 5-level paging; with
+/// 4 levels it ends at bit 47). librdmacm would fault reading such an "id": it is memory that
+/// never held one, often a freed struct's slot reused for something else.
+pub fn cannot_be_object(p: usize) -> bool {
+    const FIRST_PAGE: usize = 4096;
+    #[cfg(target_arch = "x86_64")]
+    {
+        p < FIRST_PAGE || p as u64 >= 1 << 56
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        p < FIRST_PAGE
+    }
+}
+
 /// The process's destroyed channels, for `ids::channel_may_be_gone`.
 pub static GONE_CHANNELS: GoneChannels = GoneChannels::new();
+
+/// Buckets of `GoneIds`.
+const ID_BUCKETS: usize = 1024;
+
+/// The destroyed ids, counted by bucket and readable without the tracker's lock, so that a call
+/// on an id (rdma_resolve_addr, rdma_connect, ...) takes the lock for the check only when its id
+/// may be one: most programs' ids come back from malloc at the addresses of the ids they
+/// destroyed, so few are ever remembered at once. A bucket that reached its maximum stays
+/// there, and so does the count of an id the cap pushed out: the check may then take the lock
+/// for nothing, but never misses a destroyed id. Written only under the tracker's lock.
+pub struct GoneIds {
+    buckets: [AtomicU8; ID_BUCKETS],
+}
+
+/// An id's bucket: ids are malloc'd, 16-byte aligned, each in a struct of several hundred bytes.
+fn bucket(id: usize) -> usize {
+    (id >> 4 ^ id >> 14) & (ID_BUCKETS - 1)
+}
+
+impl GoneIds {
+    pub const fn new() -> Self {
+        GoneIds {
+            buckets: [const { AtomicU8::new(0) }; ID_BUCKETS],
+        }
+    }
+
+    /// False only when `id` is surely not a destroyed one.
+    #[inline]
+    pub fn may_hold(&self, id: usize) -> bool {
+        self.buckets[bucket(id)].load(Ordering::Acquire) != 0
+    }
+
+    fn add(&self, id: usize) {
+        let b = &self.buckets[bucket(id)];
+        let n = b.load(Ordering::Relaxed);
+        if n != u8::MAX {
+            b.store(n + 1, Ordering::Release);
+        }
+    }
+
+    fn removed(&self, id: usize) {
+        let b = &self.buckets[bucket(id)];
+        let n = b.load(Ordering::Relaxed);
+        if n != u8::MAX && n != 0 {
+            b.store(n - 1, Ordering::Release);
+        }
+    }
+}
+
+/// The process's destroyed ids, for `ids::id_refused`.
+pub static GONE_IDS: GoneIds = GoneIds::new();
 
 /// Destroyed ids and channels remembered, each kind: bounded, the oldest forgotten first.
 pub const GONE_CAP: usize = 4096;
@@ -137,16 +204,19 @@ impl Default for Gone {
 }
 
 impl Gone {
-    fn insert(&mut self, p: usize) {
-        if !self.marks.contains(p) {
-            self.marks.insert(p, self.next, drop);
-            self.next += 1;
+    /// True when `p` was not there yet.
+    fn insert(&mut self, p: usize) -> bool {
+        if self.marks.contains(p) {
+            return false;
         }
+        self.marks.insert(p, self.next, drop);
+        self.next += 1;
+        true
     }
 
-    /// Made anew: no longer destroyed.
-    fn remove(&mut self, p: usize) {
-        self.marks.remove(p);
+    /// Made anew: no longer destroyed. True when it was there.
+    fn remove(&mut self, p: usize) -> bool {
+        self.marks.remove(p).is_some()
     }
 
     fn contains(&self, p: usize) -> bool {
@@ -178,6 +248,8 @@ pub struct Objects {
     gone_channels: Gone,
     /// `gone_channels`, for the checks that take no lock.
     mirror: &'static GoneChannels,
+    /// `gone_ids`, the same.
+    id_mirror: &'static GoneIds,
     /// Rejected request ids not destroyed yet.
     rejected: usize,
     /// The count at which the next rejected-id finding is due.
@@ -188,14 +260,20 @@ pub struct Objects {
 impl Objects {
     /// `threshold`: rejected ids alive at once that make a finding (and every multiple of it).
     pub fn new(threshold: usize) -> Objects {
-        Self::mirrored_in(threshold, &GONE_CHANNELS)
+        Self::mirrored_in(threshold, &GONE_CHANNELS, &GONE_IDS)
     }
 
-    /// The same, its destroyed channels mirrored in `mirror` (tests: one of their own).
-    fn mirrored_in(threshold: usize, mirror: &'static GoneChannels) -> Objects {
+    /// The same, its destroyed channels and ids mirrored in `mirror` and `id_mirror` (tests: ones
+    /// of their own).
+    fn mirrored_in(
+        threshold: usize,
+        mirror: &'static GoneChannels,
+        id_mirror: &'static GoneIds,
+    ) -> Objects {
         let threshold = threshold.max(1);
         Objects {
             mirror,
+            id_mirror,
             ids: PtrMap::default(),
             channels: PtrMap::default(),
             gone_ids: Gone::default(),
@@ -207,7 +285,9 @@ impl Objects {
     }
 
     pub fn id_created(&mut self, id: usize, internal: bool, from_request: bool) {
-        self.gone_ids.remove(id);
+        if self.gone_ids.remove(id) {
+            self.id_mirror.removed(id);
+        }
         if let Some(old) = self.ids.insert(
             id,
             Id {
@@ -231,7 +311,9 @@ impl Objects {
     pub fn id_destroyed(&mut self, id: usize) {
         if let Some(old) = self.ids.remove(&id) {
             self.forget_rejected(old);
-            self.gone_ids.insert(id);
+            if self.gone_ids.insert(id) {
+                self.id_mirror.add(id);
+            }
         }
     }
 
@@ -308,7 +390,15 @@ mod tests {
     /// Objects with a mirror of their own: tests run in parallel, and the process's mirror is
     /// written only under the tracker's lock.
     fn fresh(threshold: usize) -> Objects {
-        Objects::mirrored_in(threshold, Box::leak(Box::new(GoneChannels::new())))
+        Objects::mirrored_in(
+            threshold,
+            Box::leak(Box::new(GoneChannels::new())),
+            own_ids(),
+        )
+    }
+
+    fn own_ids() -> &'static GoneIds {
+        Box::leak(Box::new(GoneIds::new()))
     }
 
     /// Where `channel` is in `mirror`'s slots.
@@ -356,7 +446,7 @@ mod tests {
     #[test]
     fn the_lock_free_check_never_misses_a_destroyed_channel() {
         let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
-        let mut o = Objects::mirrored_in(64, mirror);
+        let mut o = Objects::mirrored_in(64, mirror, own_ids());
         // librdmacm's probe: its channel made and destroyed inside it.
         o.channel_created(0x40, true);
         assert!(!mirror.may_hold(0x40));
@@ -394,9 +484,54 @@ mod tests {
     }
 
     #[test]
+    fn the_id_buckets_count_the_destroyed_ids() {
+        let ids = own_ids();
+        let mut o = Objects::mirrored_in(64, Box::leak(Box::new(GoneChannels::new())), ids);
+        // Two ids in one bucket, one in another.
+        let (a, b, c) = (0x5000_0010, 0x5000_0010 + (1 << 24), 0x5000_0020);
+        assert_eq!(bucket(a), bucket(b));
+        assert_ne!(bucket(a), bucket(c));
+        for id in [a, b, c] {
+            o.id_created(id, false, false);
+        }
+        assert!(
+            ![a, b, c].iter().any(|&i| ids.may_hold(i)),
+            "nothing destroyed yet"
+        );
+        o.id_destroyed(a);
+        o.id_destroyed(b);
+        o.id_destroyed(b); // destroyed twice: counted once
+        assert!(ids.may_hold(a) && !ids.may_hold(c));
+        o.id_created(a, false, false);
+        assert!(ids.may_hold(b), "b still counts in the bucket");
+        assert!(o.id_gone(b) && !o.id_gone(a));
+        o.id_created(b, false, false);
+        assert!(!ids.may_hold(a) && !ids.may_hold(b));
+        // Never seen made: not counted as destroyed.
+        o.id_destroyed(0x6000_0000);
+        assert!(!ids.may_hold(0x6000_0000));
+    }
+
+    #[test]
+    fn no_object_is_in_the_first_page_or_past_user_space() {
+        assert!(cannot_be_object(1));
+        assert!(cannot_be_object(4095));
+        assert!(!cannot_be_object(4096));
+        assert!(!cannot_be_object(0x5555_5555_4000));
+        // The top of user space with 5-level paging is still a possible address.
+        assert!(!cannot_be_object((1 << 56) - 4096));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert!(cannot_be_object(1 << 56));
+            assert!(cannot_be_object(0x0102_00c0_5348_0002));
+            assert!(cannot_be_object(0xffff_8000_0000_0000));
+        }
+    }
+
+    #[test]
     fn the_summary_bits_follow_the_slots() {
         let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
-        let mut o = Objects::mirrored_in(64, mirror);
+        let mut o = Objects::mirrored_in(64, mirror, own_ids());
         let bits = || mirror.bits.load(Ordering::Relaxed);
         assert_eq!(bits(), 0, "nothing destroyed: every check ends at the bits");
         let (a, b) = (0x7010, 0x7020);
@@ -426,7 +561,7 @@ mod tests {
     #[test]
     fn a_refill_after_overflow_leaves_every_channel_in_its_slot() {
         let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
-        let mut o = Objects::mirrored_in(64, mirror);
+        let mut o = Objects::mirrored_in(64, mirror, own_ids());
         let first: Vec<usize> = (1..=MIRRORED).map(|i| 0x5000 + 0x100 * i).collect();
         for &c in &first {
             o.channel_created(c, false);

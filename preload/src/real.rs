@@ -41,6 +41,24 @@ pub type ConnParamCall = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut rdma_
 pub type Reject = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *const libc::c_void, u8) -> i32;
 pub type Disconnect = unsafe extern "C-unwind" fn(*mut rdma_cm_id) -> i32;
 pub type GetRequest = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut *mut rdma_cm_id) -> i32;
+pub type BindAddr = unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut libc::sockaddr) -> i32;
+pub type ResolveAddr = unsafe extern "C-unwind" fn(
+    *mut rdma_cm_id,
+    *mut libc::sockaddr,
+    *mut libc::sockaddr,
+    libc::c_int,
+) -> i32;
+/// rdma_resolve_route (a timeout in ms) and rdma_listen (a backlog).
+pub type IdIntCall = unsafe extern "C-unwind" fn(*mut rdma_cm_id, libc::c_int) -> i32;
+pub type CreateQp =
+    unsafe extern "C-unwind" fn(*mut rdma_cm_id, *mut libc::c_void, *mut libc::c_void) -> i32;
+pub type SetOption = unsafe extern "C-unwind" fn(
+    *mut rdma_cm_id,
+    libc::c_int,
+    libc::c_int,
+    *mut libc::c_void,
+    libc::size_t,
+) -> i32;
 // libibverbs' (verbs.h): the CQ and channel stay opaque here.
 pub type GetCqEvent = unsafe extern "C-unwind" fn(
     *mut libc::c_void,
@@ -321,6 +339,12 @@ real!(get_request, GetRequest, LIBRDMACM, c"rdma_get_request");
 real!(connect, ConnParamCall, LIBRDMACM, c"rdma_connect");
 real!(reject, Reject, LIBRDMACM, c"rdma_reject");
 real!(disconnect, Disconnect, LIBRDMACM, c"rdma_disconnect");
+real!(bind_addr, BindAddr, LIBRDMACM, c"rdma_bind_addr");
+real!(resolve_addr, ResolveAddr, LIBRDMACM, c"rdma_resolve_addr");
+real!(resolve_route, IdIntCall, LIBRDMACM, c"rdma_resolve_route");
+real!(listen, IdIntCall, LIBRDMACM, c"rdma_listen");
+real!(create_qp, CreateQp, LIBRDMACM, c"rdma_create_qp");
+real!(set_option, SetOption, LIBRDMACM, c"rdma_set_option");
 real!(get_cq_event, GetCqEvent, LIBIBVERBS, c"ibv_get_cq_event");
 real!(ack_cq_events, AckCqEvents, LIBIBVERBS, c"ibv_ack_cq_events");
 real!(destroy_cq, DestroyObj, LIBIBVERBS, c"ibv_destroy_cq");

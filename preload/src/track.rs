@@ -15,7 +15,7 @@ use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
 use crate::guard;
 use crate::held::Held;
-use crate::objects::Objects;
+use crate::objects::{self, Objects};
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::whereis::{self, Caller};
@@ -555,8 +555,19 @@ impl State {
         self.objects.channel_created(channel, caller.in_librdmacm);
     }
 
-    /// Before `call` on `id`: true (and a finding) when the program destroyed that id.
+    /// Before `call` on `id`: true (and a finding) when the program destroyed that id, or when
+    /// no id can be at that address.
     pub fn use_of_id(&mut self, call: &str, id: usize, caller: whereis::Caller) -> bool {
+        if objects::cannot_be_object(id) {
+            let message = format!(
+                "{call} on {id:#x}, which cannot be a cm_id (no object of a process is at that \
+                 address), so librdmacm faults reading it: the program took the id from memory \
+                 that does not hold one, such as a freed struct whose slot was reused{}",
+                refused("EINVAL")
+            );
+            self.object_finding(Kind::NotACmId, id, caller, message);
+            return true;
+        }
         if !self.objects.id_gone(id) {
             return false;
         }
@@ -837,5 +848,26 @@ mod tests {
         assert!(!s.acked.contains(0x2000), "the oldest record left");
         assert_eq!(s.acked.get(0x1000).map(|r| r.seq), Some(3));
         assert_eq!(s.acked.len(), ACKED_CAP);
+    }
+
+    #[test]
+    fn a_call_on_a_destroyed_id_or_on_no_id_is_named_once_each() {
+        let mut s = new_state(&CONFIG);
+        let caller = whereis::Caller {
+            addr: 0,
+            in_librdmacm: false,
+        };
+        let id = 0x5555_0000_1230;
+        s.id_created(id, caller, false);
+        assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
+        s.destroyed(id);
+        assert!(s.use_of_id("rdma_resolve_addr", id, caller));
+        // A sockaddr_in for 192.0.2.1:18515 read as a pointer, as perftest's retry passes it.
+        assert!(s.use_of_id("rdma_resolve_addr", 0x0102_00c0_5348_0002, caller));
+        let kinds: Vec<(Kind, u64)> = s.findings.iter().map(|(f, n)| (f.kind, *n)).collect();
+        assert_eq!(kinds, [(Kind::UseAfterDestroyId, 1), (Kind::NotACmId, 1)]);
+        // Made again at the same address: a live id once more.
+        s.id_created(id, caller, false);
+        assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
     }
 }
