@@ -2,7 +2,7 @@
  * with dlopen(RTLD_LOCAL) (UCX's way), after its first call into the RDMA CM API:
  *   1. before any librdmacm is loaded, rdma_get_cm_event as the process sees it: none without
  *      the preload; the preload's, which must fail with ENOSYS then (nothing behind it yet);
- *   2. the plugin loaded RTLD_LOCAL: librdmacm is not in the global scope (rdma_bind_addr, which
+ *   2. the plugin loaded RTLD_LOCAL: librdmacm is not in the global scope (rdma_getaddrinfo, which
  *      the preload does not interpose, is not found there), yet two rounds of connect/disconnect
  *      work (7 events each);
  *   3. the plugin closed and loaded again: a third round.
@@ -47,10 +47,10 @@ int main(int argc, char **argv)
 
     round_fn *round;
     void *h = load(argv[1], &round);
-    CHECK(dlsym(RTLD_DEFAULT, "rdma_bind_addr") == NULL,
+    CHECK(dlsym(RTLD_DEFAULT, "rdma_getaddrinfo") == NULL,
           "librdmacm is in the global scope: the plugin was not loaded RTLD_LOCAL");
-    printf("plugin loaded RTLD_LOCAL: rdma_bind_addr in the global scope: %s\n",
-           dlsym(RTLD_DEFAULT, "rdma_bind_addr") ? "yes" : "no");
+    printf("plugin loaded RTLD_LOCAL: rdma_getaddrinfo in the global scope: %s\n",
+           dlsym(RTLD_DEFAULT, "rdma_getaddrinfo") ? "yes" : "no");
     for (int r = 1; r <= 2; r++) {
         int n = round((unsigned short)(7440 + r));
         CHECK_EQ_INT(n, 7);
