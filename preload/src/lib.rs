@@ -124,6 +124,8 @@ fn judge_wait(
     ret: usize,
 ) -> Result<u64, i32> {
     let mut token = Ok(0);
+    // Audit passes such an id on, as librdmacm would get it, and the preload never reads it.
+    let no_id = objects::cannot_be_object(id as usize);
     quietly(|| {
         let caller = whereis::caller_at(ret);
         let safe = CONFIG.mode == Mode::Safe;
@@ -131,8 +133,7 @@ fn judge_wait(
             if s.use_of_id(op.call(), id as usize, caller) && safe {
                 return Err(libc::EINVAL);
             }
-            if objects::cannot_be_object(id as usize) {
-                // Audit passes it on, as librdmacm would get it, without reading it here.
+            if no_id {
                 return Ok((Vec::new(), Vec::new()));
             }
             if ids::channel_may_be_gone(new_channel)
@@ -166,7 +167,7 @@ fn judge_wait(
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
         // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
-        if op != Op::DestroyQp && !caller.in_librdmacm && !objects::cannot_be_object(id as usize) {
+        if op != Op::DestroyQp && !caller.in_librdmacm && !no_id {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
             token = Ok(watch::begin(op, id as usize, channel, caller));
