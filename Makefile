@@ -260,7 +260,7 @@ services-test: preload preload-tests
 	$(RXE_VM) -- scripts/preload-real-programs --set services-short audit safe
 
 # `make bench` runs the cost benchmarks first (copy path, setup, system calls, instructions, CPU
-# per event, the storm: about 45 minutes), then the long ones (soak, services, race, faults), so a
+# per event, the storm: about 25 minutes), then the long ones (soak, services, race, faults), so a
 # run cut short still leaves the cost tables of one build.
 .PHONY: bench
 bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-bench
