@@ -7,9 +7,9 @@
 //! first. librdmacm's own event is acked the moment it is copied, so rdma_destroy_id and
 //! rdma_migrate_id never wait on an event the program forgot.
 
-use crate::recent::{Recent, Stamped};
 use crate::PtrMap;
 use smallvec::SmallVec;
+use std::collections::VecDeque;
 
 use crate::cm::{rdma_cm_event, rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST};
 use crate::event::Event;
@@ -23,6 +23,10 @@ pub const ACKED_CAP: usize = 4096;
 /// stale by then and compaction stays amortized O(1).
 const INDEX_MAX: usize = 4 * ACKED_CAP + 128;
 
+/// Places in the ring before its holes are dropped: at least half are holes by then, so
+/// dropping them stays amortized O(1).
+const RING_MAX: usize = 2 * ACKED_CAP + 64;
+
 /// An acked copy, kept, with what its caller knew of it at the ack: what a double ack of it is
 /// told with.
 pub struct Kept {
@@ -31,13 +35,6 @@ pub struct Kept {
     pub seq: u64,
     /// When the program acked it, in ns of the caller's clock (0: not known).
     pub acked_ns: u64,
-}
-
-impl Stamped for Kept {
-    /// A slot comes back for a newer event; its sequence number tells the two apart.
-    fn stamp(&self) -> u64 {
-        self.event.seq()
-    }
 }
 
 /// What an ack of a pointer meant.
@@ -51,34 +48,35 @@ pub enum Ack {
     Unknown,
 }
 
-/// An acked copy's place in its ids' lists: its key (the pointer the program had) and sequence
-/// number, since a key may come back for a newer event.
-type Entry = (usize, u64);
+/// A place in the ring of acked copies: its position (how many copies were kept before it),
+/// and the copy, or a hole once its id was destroyed.
+struct Place {
+    pos: u64,
+    kept: Option<Kept>,
+}
 
-/// An id's acked copies: most ids see a handful of events in their life (address, route,
-/// established, disconnected), which fit without an allocation per id.
-type IdEntries = SmallVec<[Entry; 4]>;
+/// An id's acked copies, by position: most ids see a handful of events in their life
+/// (address, route, established, disconnected), which fit without an allocation per id.
+type IdEntries = SmallVec<[u64; 4]>;
 
+/// The copies the program holds, and those it acked, kept in ack order. The acked ones are
+/// found by position, not by a table keyed by pointer: keeping one costs a push and its id's
+/// index entry, and only a double ack (a misuse, said at length anyway) scans for a pointer.
+#[derive(Default)]
 pub struct SafeCopies {
     live: PtrMap<usize, Event>,
-    /// By the pointer the program had, at most [`ACKED_CAP`], the oldest ack released first.
-    acked: Recent<Kept>,
+    /// Acked copies, oldest first, at most [`ACKED_CAP`] of them present; positions ascend, and
+    /// the front is never a hole.
+    ring: VecDeque<Place>,
+    /// The position the next kept copy takes.
+    next_pos: u64,
+    /// Copies in `ring` (places that are not holes).
+    present: usize,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
     /// listen id); entries whose copy already left are skipped.
     by_id: PtrMap<usize, IdEntries>,
     /// Entries in `by_id`, stale ones included (see `compact_index`).
     indexed: usize,
-}
-
-impl Default for SafeCopies {
-    fn default() -> Self {
-        SafeCopies {
-            live: PtrMap::default(),
-            acked: Recent::new(ACKED_CAP),
-            by_id: PtrMap::default(),
-            indexed: 0,
-        }
-    }
 }
 
 /// The pointer a program reads an event copy through (what `insert` returns for it).
@@ -114,15 +112,14 @@ impl SafeCopies {
     }
 
     pub fn ack(&mut self, ptr: *mut rdma_cm_event) -> Ack {
-        let key = ptr as usize;
-        if let Some(ev) = self.live.remove(&key) {
+        if let Some(ev) = self.live.remove(&(ptr as usize)) {
             let seq = ev.seq();
             self.keep(ev, seq, 0);
             return Ack::Acked;
         }
-        // A copy acked so long ago that it has left is still cmsafe's memory, which
-        // librdmacm's ack would free as its own.
-        if self.acked.contains(key) || Event::is_copy_address(ptr) {
+        // Every copy, kept or long gone, lies in cmsafe's own memory, which librdmacm's ack
+        // would free as its own.
+        if Event::is_copy_address(ptr) {
             Ack::AlreadyAcked
         } else {
             Ack::Unknown
@@ -135,26 +132,69 @@ impl SafeCopies {
     /// `seq` and `acked_ns` are told back by [`SafeCopies::kept`], so that the caller need not
     /// remember acked events of its own (a second table, written for every event).
     pub fn keep(&mut self, ev: Event, seq: u64, acked_ns: u64) {
-        let key = handle(&ev) as usize;
-        let entry = (key, ev.seq());
-        self.by_id.entry(ev.id() as usize).or_default().push(entry);
+        let pos = self.next_pos;
+        self.next_pos += 1;
+        self.by_id.entry(ev.id() as usize).or_default().push(pos);
         self.indexed += 1;
         if ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null() {
             self.by_id
                 .entry(ev.listen_id() as usize)
                 .or_default()
-                .push(entry);
+                .push(pos);
             self.indexed += 1;
         }
-        // Nothing is replaced: a kept copy holds its slot, so its key cannot come back meanwhile.
-        // The copy pushed out by the cap is released here.
+        if self.ring.capacity() == 0 {
+            self.ring.reserve_exact(RING_MAX + 1);
+        }
         let kept = Kept {
             event: ev,
             seq,
             acked_ns,
         };
-        self.acked.insert(key, kept, drop);
+        self.ring.push_back(Place {
+            pos,
+            kept: Some(kept),
+        });
+        self.present += 1;
+        // The copy pushed out by the cap is released here (the front is never a hole).
+        if self.present > ACKED_CAP {
+            drop(self.ring.pop_front());
+            self.present -= 1;
+            self.trim_front();
+        }
+        if self.ring.len() > RING_MAX {
+            self.drop_holes();
+        }
         self.compact_index();
+    }
+
+    /// Where in the ring the copy at `pos` is, while it has a place.
+    fn find(&self, pos: u64) -> Option<usize> {
+        let first = self.ring.front()?.pos;
+        let guess = usize::try_from(pos.checked_sub(first)?).ok()?;
+        match self.ring.get(guess) {
+            Some(p) if p.pos == pos => Some(guess),
+            // Holes were dropped since: the positions still ascend.
+            _ => self.ring.binary_search_by_key(&pos, |p| p.pos).ok(),
+        }
+    }
+
+    fn holds(&self, pos: u64) -> bool {
+        self.find(pos).is_some_and(|i| self.ring[i].kept.is_some())
+    }
+
+    fn trim_front(&mut self) {
+        while self.ring.front().is_some_and(|p| p.kept.is_none()) {
+            self.ring.pop_front();
+        }
+    }
+
+    /// Drops the ring's holes, once they outnumber the copies: amortized O(1). Copies that
+    /// outlive the ids acked after them (a connection that lives on while others come and go)
+    /// would otherwise keep a hole per event behind them for good.
+    #[cold]
+    fn drop_holes(&mut self) {
+        self.ring.retain(|p| p.kept.is_some());
     }
 
     /// Drops index entries whose copy already left, once they outnumber the copies: amortized
@@ -164,34 +204,47 @@ impl SafeCopies {
         if self.indexed <= INDEX_MAX {
             return;
         }
-        let acked = &self.acked;
+        let mut by_id = std::mem::take(&mut self.by_id);
         let mut indexed = 0;
-        self.by_id.retain(|_, v| {
-            v.retain(|&mut (key, seq)| acked.holds(key, seq));
+        by_id.retain(|_, v| {
+            v.retain(|pos| self.holds(*pos));
             indexed += v.len();
             !v.is_empty()
         });
+        self.by_id = by_id;
         self.indexed = indexed;
     }
 
     /// After rdma_destroy_id(id): acked copies of its events may go. Copies the program never
     /// acked stay valid: it may still read them.
     pub fn id_destroyed(&mut self, id: usize) {
-        let entries = self.by_id.remove(&id).unwrap_or_default();
+        let Some(entries) = self.by_id.remove(&id) else {
+            return;
+        };
         self.indexed -= entries.len();
-        for (key, seq) in entries {
-            self.acked.remove_if(key, seq);
+        for pos in entries {
+            if let Some(i) = self.find(pos) {
+                if self.ring[i].kept.take().is_some() {
+                    self.present -= 1;
+                }
+            }
         }
+        self.trim_front();
     }
 
-    /// The acked copy the program read through `ptr`, while it is kept.
+    /// The acked copy the program read through `ptr`, while it is kept. A scan, newest first:
+    /// only a double ack asks.
     pub fn kept(&self, ptr: *mut rdma_cm_event) -> Option<&Kept> {
-        self.acked.get(ptr as usize)
+        self.ring
+            .iter()
+            .rev()
+            .filter_map(|p| p.kept.as_ref())
+            .find(|k| handle(&k.event) == ptr)
     }
 
     /// Copies handed out and not acked yet, and acked copies still kept.
     pub fn counts(&self) -> (usize, usize) {
-        (self.live.len(), self.acked.len())
+        (self.live.len(), self.present)
     }
 }
 
@@ -310,6 +363,46 @@ mod tests {
             c.ack(&local as *const u64 as *mut rdma_cm_event),
             Ack::Unknown
         );
+    }
+
+    #[test]
+    fn copies_that_outlive_later_ids_leave_a_bounded_ring() {
+        // SAFETY: all-zero is a valid rdma_cm_id.
+        let ids: Vec<Box<rdma_cm_id>> = (0..3)
+            .map(|_| Box::new(unsafe { std::mem::zeroed() }))
+            .collect();
+        let [a, b, c_id] = [0, 1, 2].map(|i| &*ids[i] as *const _ as usize);
+        let mut c = SafeCopies::new();
+        let acked = |c: &mut SafeCopies, kind, id| {
+            // SAFETY: a valid event whose id is live.
+            let p = unsafe { c.adopt(&raw(kind, id, 0)) }.unwrap();
+            assert_eq!(c.ack(p), Ack::Acked);
+            p
+        };
+        // `a` lives on at the front; `b` comes and goes behind it, leaving holes; every 100th
+        // event is `c_id`'s and stays, so that after the holes are dropped its copies lie at
+        // other places than their positions say.
+        let first = acked(&mut c, RDMA_CM_EVENT_ESTABLISHED, a);
+        let mut of_c = Vec::new();
+        for i in 0..3 * RING_MAX {
+            if i % 100 == 0 {
+                of_c.push(acked(&mut c, RDMA_CM_EVENT_ESTABLISHED, c_id));
+            }
+            acked(&mut c, RDMA_CM_EVENT_DISCONNECTED, b);
+            c.id_destroyed(b);
+            assert!(c.ring.len() <= RING_MAX + 1, "{} places", c.ring.len());
+        }
+        assert_eq!(c.counts(), (0, 1 + of_c.len()));
+        let k = c.kept(first).expect("kept until its id is destroyed");
+        assert_eq!(k.event.event_type(), RDMA_CM_EVENT_ESTABLISHED);
+        assert!(of_c.iter().all(|&p| c.kept(p).is_some()));
+        // Found by position after the holes were dropped: each of them released.
+        c.id_destroyed(c_id);
+        assert_eq!(c.counts(), (0, 1));
+        assert!(of_c.iter().all(|&p| c.kept(p).is_none()));
+        c.id_destroyed(a);
+        assert_eq!(c.counts(), (0, 0));
+        assert!(c.ring.is_empty());
     }
 
     #[test]

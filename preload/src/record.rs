@@ -56,10 +56,3 @@ impl Record {
         event_type_name(self.event_type)
     }
 }
-
-impl cmsafe::recent::Stamped for Record {
-    /// A pointer comes back for a newer event; its sequence number tells the two records apart.
-    fn stamp(&self) -> u64 {
-        self.seq
-    }
-}

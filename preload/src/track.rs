@@ -4,8 +4,8 @@
 //! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
-use cmsafe::recent::Recent;
 use cmsafe::PtrMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
@@ -55,10 +55,12 @@ const ACKED_CAP: usize = 4096;
 
 pub struct State {
     live: PtrMap<usize, Record>,
-    /// Audit's guarded copies and librdmacm's own events (no copy made), acked: their addresses
-    /// come back for newer events, so each record ages out by its own ack, never by an older
-    /// one. Safe mode's acked copies are in `copies`, which tells their number and ack time.
-    acked: Recent<Record>,
+    /// Audit's guarded copies and librdmacm's own events (no copy made), acked, oldest first, at
+    /// most [`ACKED_CAP`]; the oldest leaves (and its page is recycled) as each new one comes.
+    /// Only a double ack looks a pointer up (newest first), so no table keyed by pointer is
+    /// written per event. Safe mode's acked copies are in `copies`, which tells their number and
+    /// ack time.
+    acked: VecDeque<(usize, Record)>,
     events: u64,
     by_type: [u64; 17],
     held: Held,
@@ -127,7 +129,7 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
 fn new_state(cfg: &Config) -> State {
     State {
         live: PtrMap::default(),
-        acked: Recent::new(ACKED_CAP),
+        acked: VecDeque::new(),
         events: 0,
         by_type: [0; 17],
         held: Held::new(),
@@ -320,7 +322,7 @@ impl State {
         let place = || whereis::describe(caller.addr);
         let Some(mut r) = self.live.remove(&ptr) else {
             // Acked before: a record of ours, or safe mode's copy, kept with what it was.
-            let prev = match self.acked.get(ptr) {
+            let prev = match self.acked_record(ptr) {
                 Some(r) => Some((r.seq, r.ack_ns, r.type_name(), r.id)),
                 None => self.copies.kept(ptr as *mut rdma_cm_event).map(|k| {
                     let ev = &k.event;
@@ -398,7 +400,26 @@ impl State {
     }
 
     fn keep_acked(&mut self, ptr: usize, r: Record) {
-        self.acked.insert(ptr, r, forget);
+        if self.acked.capacity() == 0 {
+            self.acked.reserve_exact(ACKED_CAP + 1);
+        }
+        self.acked.push_back((ptr, r));
+        if self.acked.len() > ACKED_CAP {
+            if let Some((_, old)) = self.acked.pop_front() {
+                forget(old);
+            }
+        }
+    }
+
+    /// The newest acked record of `ptr`, while it is remembered: a scan, since only a double
+    /// ack asks. (A guarded page comes back only once its record has left; librdmacm's own
+    /// event memory may be listed twice.)
+    fn acked_record(&self, ptr: usize) -> Option<&Record> {
+        self.acked
+            .iter()
+            .rev()
+            .find(|(p, _)| *p == ptr)
+            .map(|(_, r)| r)
     }
 
     /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
@@ -832,22 +853,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pointer_back_for_a_newer_event_keeps_its_record_for_its_own_window() {
+    fn the_last_acks_are_remembered_and_a_double_ack_finds_the_newest() {
         let mut s = new_state(&CONFIG);
         s.keep_acked(0x1000, acked(1));
         s.keep_acked(0x2000, acked(2));
-        // Safe mode's slot reused: the same pointer, acked again for a newer event.
+        // librdmacm's own event memory (no copy made), acked again for a newer event.
         s.keep_acked(0x1000, acked(3));
-        for i in 0..ACKED_CAP - 2 {
+        for i in 0..ACKED_CAP - 3 {
             s.keep_acked(0x10_0000 + 16 * i, acked(4 + i as u64));
         }
         assert_eq!(s.acked.len(), ACKED_CAP);
+        let seq = |s: &State, p| s.acked_record(p).map(|r| r.seq);
+        assert_eq!((seq(&s, 0x1000), seq(&s, 0x2000)), (Some(3), Some(2)));
+        // Each new ack pushes out the oldest: the first record of 0x1000, then 0x2000's.
         s.keep_acked(0x9000_0000, acked(1 << 40));
-        // The first ack's entry came up first; it stood for a record since replaced, so the
-        // oldest record still kept left instead of the newer one under that pointer.
-        assert!(!s.acked.contains(0x2000), "the oldest record left");
-        assert_eq!(s.acked.get(0x1000).map(|r| r.seq), Some(3));
+        assert_eq!((seq(&s, 0x1000), seq(&s, 0x2000)), (Some(3), Some(2)));
+        s.keep_acked(0x9000_0010, acked(1 << 41));
+        assert_eq!((seq(&s, 0x1000), seq(&s, 0x2000)), (Some(3), None));
         assert_eq!(s.acked.len(), ACKED_CAP);
+        assert_eq!(seq(&s, 0x10_0000), Some(4));
+        assert_eq!(seq(&s, 0x9000_0010), Some(1 << 41));
     }
 
     #[test]
