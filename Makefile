@@ -83,11 +83,20 @@ guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
+# The loom models of the lock-free parts (crates/sync): each model's interleavings, with at most
+# LOOM_MAX_PREEMPTIONS preemptions a run, in a target directory of their own (--cfg loom
+# rebuilds every crate it touches).
+.PHONY: loom
+LOOM_MAX_PREEMPTIONS ?= 3
+loom: deps
+	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
+	  $(CARGO) test --release --locked -p cmsafe-sync --lib
+
 .PHONY: pair-test
 pair-test: deps
 	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair -- scripts/pair-rping -- scripts/pair-rping
 
-test: deps fmt-check clippy cargo-test header-check guest-test \
+test: deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test
