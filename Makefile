@@ -97,7 +97,7 @@ pair-test: deps
 	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair -- scripts/pair-rping -- scripts/pair-rping
 
 test: deps fmt-check clippy cargo-test loom header-check guest-test \
-      abi-check header-compile-check man-check version-check install-check storm-test \
+      abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test
 	@echo "make test: all passed"
@@ -188,6 +188,11 @@ uninstall:
 abi-check: build preload
 	c-tests/check-abi
 
+# The same, for the libraries a plain `cargo build --workspace` (debug and release) gives.
+.PHONY: workspace-check
+workspace-check: deps
+	c-tests/check-workspace-build
+
 # include/*.h alone as C99, C11, C++11, C++17 and cmsafe.hpp as C++11/17/20, gcc and clang.
 header-compile-check: deps
 	c-tests/check-header
@@ -255,11 +260,11 @@ preload-tests: $(PRELOAD_TEST_BINS)
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
 # without -e, qperf, fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against
 # runs without it; and the cancelled-read race.
-preload-test: preload preload-tests
+preload-test: preload preload-tests $(EXAMPLE_BINS)
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
-	  scripts/race-cancelled-read 20 1; d=$$?; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]'
+	  scripts/race-cancelled-read 20 1; d=$$?; c-tests/api-under-preload; e=$$?; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ]'
 
 # The services in their short form (UCX io_demo, tgt + libiscsi over iSER, riostream,
 # rdma_xserver/rdma_xclient, mckey, rcopy, ib_write_bw, ib_read_lat), one reference run and one

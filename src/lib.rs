@@ -5,47 +5,17 @@
 //! the original at once and hands out an immutable, refcounted copy. Private data lives in its own
 //! refcounted buffer that can outlive the event and cross threads.
 //!
-//! Layout of the crate:
-//! - [`cm`]: the librdmacm types and names cmsafe works with (from `rdma-sys`).
-//! - [`event`]: the owned copy of an event and its private data buffer.
+//! This crate is libcmsafe.so: the C ABI (`ffi`, from which cbindgen generates
+//! `include/cmsafe.h`) over the core (`cmsafe-core`, whose Rust API it re-exports):
 //! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack, timeouts, batches).
+//! - [`event`]: the owned copy of an event and its private data buffer.
 //! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).
-//! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
-//! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection;
-//!   `snapshot` reads the counters with what is derived from the pool and the channels.
-//! - [`fork_lock`]: the mutex of process-wide state that a fork(2) must not split, and the
-//!   handlers that take cmsafe's own across a fork.
-//! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
-//!   acked copies; the preload's acked records and destroyed objects).
-//! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read.
-//! - `ffi`: the C ABI (`include/cmsafe.h`), a thin layer over the above.
+//! - [`stats`], [`logging`]: counters and log routing; [`cm`]: librdmacm's types.
 
-pub mod channel;
-mod clock;
-pub mod cm;
-#[cfg(feature = "capi")]
 mod errno;
-pub mod event;
-pub mod fault;
-#[cfg(feature = "capi")]
 mod ffi;
-pub mod fork_lock;
-pub mod logging;
-mod pool;
-pub mod recent;
-pub mod safe;
-mod snapshot;
-pub mod stats;
-pub mod status;
 
-pub use channel::{EventChannel, Wait};
-pub use event::{Event, PrivateData};
-pub use pool::AllocError;
-pub use snapshot::snapshot as stats;
-pub use stats::Stats;
-pub use status::StatusKind;
-
-/// A map keyed by this process's own pointers (events, cm_ids, channels, CQs, QPs), for cmsafe
-/// and the preload alike: FxHash, since no key comes from outside to flood a bucket, and SipHash
-/// was a large share of the cost per event.
-pub type PtrMap<K, V> = rustc_hash::FxHashMap<K, V>;
+pub use cmsafe_core::{
+    channel, cm, event, fault, fork_lock, logging, recent, safe, snapshot, stats, status,
+};
+pub use cmsafe_core::{AllocError, Event, EventChannel, PrivateData, Stats, StatusKind, Wait};

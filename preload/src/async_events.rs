@@ -9,12 +9,12 @@
 //! taken. One entry per object the program got or acked async events of, removed when its destroy
 //! returns; destroyed objects are remembered in a short ring only, to name acks after the destroy.
 
-use cmsafe::PtrMap;
+use cmsafe_core::PtrMap;
 
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
 use crate::getters::Getters;
-use cmsafe::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// The objects whose destroy waits for their async events to be acked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

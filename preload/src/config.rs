@@ -63,8 +63,8 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or(64);
-    if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe::logging::parse_level(&v)) {
-        cmsafe::logging::set_level(level);
+    if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe_core::logging::parse_level(&v)) {
+        cmsafe_core::logging::set_level(level);
     }
     Config {
         mode,

@@ -10,12 +10,12 @@
 //! ibv_destroy_cq returns; destroyed CQs are remembered in a short ring only, to name acks that
 //! come after the destroy.
 
-use cmsafe::PtrMap;
+use cmsafe_core::PtrMap;
 
 use crate::counts::{Destroyed, Tally};
 use crate::findings::{Finding, Kind};
 use crate::getters::Getters;
-use cmsafe::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// One CQ's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

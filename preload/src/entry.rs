@@ -6,7 +6,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
+use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 /// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
 /// last one of `args` (System V: rdi, rsi, rdx, rcx, r8, r9).

@@ -9,10 +9,10 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_event_type};
-use cmsafe::event::{param_kind, ParamKind};
+use cmsafe_core::cm::{rdma_cm_event, rdma_cm_event_type};
+use cmsafe_core::event::{param_kind, ParamKind};
 
-use cmsafe::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::ForkSafeMutex;
 
 const PAGE: usize = 4096;
 /// Pages reserved (256 MiB of address space; committed as used).
@@ -388,7 +388,7 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
     line.push(b"==cmsafe== use-after-ack: seq=");
     line.push_dec(seq);
     line.push(b" type=");
-    line.push(cmsafe::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
+    line.push(cmsafe_core::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
     line.push(b" id=");
     line.push_hex(ID[page].load(Ordering::Relaxed) as u64);
     line.push(b" thread=");

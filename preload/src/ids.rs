@@ -6,7 +6,7 @@
 //! (objects.rs): a call on a destroyed id or channel, or on an address no id can have, is named
 //! before librdmacm reads it, and safe mode refuses it.
 
-use cmsafe::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
+use cmsafe_core::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
 use crate::config::{Mode, CONFIG};
 use crate::objects::{self, GONE_CHANNELS, GONE_IDS};

@@ -50,7 +50,7 @@ mod whereis;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
+use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 
 use config::{Mode, CONFIG};
 use track::{with_state, Op};

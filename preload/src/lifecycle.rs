@@ -55,11 +55,11 @@ extern "C" fn before_fork() {
     CQS.lock_for_fork();
     ASYNCS.lock_for_fork();
     RING_PAGES.lock_for_fork();
-    cmsafe::event::lock_for_fork();
+    cmsafe_core::event::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
-    cmsafe::event::unlock_after_fork();
+    cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
@@ -68,7 +68,7 @@ extern "C" fn after_fork_parent() {
 }
 
 extern "C" fn after_fork_child() {
-    cmsafe::event::unlock_after_fork();
+    cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();

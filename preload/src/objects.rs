@@ -8,8 +8,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use cmsafe::recent::Recent;
-use cmsafe::PtrMap;
+use cmsafe_core::recent::Recent;
+use cmsafe_core::PtrMap;
 
 /// Destroyed channels mirrored for the lock-free check (`GoneChannels`).
 const MIRRORED: usize = 8;

@@ -12,7 +12,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmsafe::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
+use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 use once_cell::sync::OnceCell;
 
 // "C-unwind": pthread_cancel unwinds through these calls, as it would without the preload.

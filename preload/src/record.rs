@@ -1,7 +1,7 @@
 //! One event the program got: what the tracker keeps of it, and what stands behind the pointer
 //! the program holds.
 
-use cmsafe::cm::event_type_name;
+use cmsafe_core::cm::event_type_name;
 
 /// What stands behind the pointer the program got.
 pub enum Holder {
@@ -12,7 +12,7 @@ pub enum Holder {
     /// Safe: cmsafe's copy (librdmacm's event was acked at once), held here until the program
     /// acks it, then moved to `State::copies` with the record's number and ack time (the
     /// record itself is not kept).
-    Safe(cmsafe::Event),
+    Safe(cmsafe_core::Event),
 }
 
 pub struct Record {

@@ -4,12 +4,12 @@
 //! calls librdmacm while its lock is held: librdmacm calls back into the preload (its
 //! rdma_destroy_id acks `id->event` through our rdma_ack_cm_event).
 
-use cmsafe::PtrMap;
+use cmsafe_core::PtrMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cmsafe::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
-use cmsafe::safe::{self, SafeCopies};
+use cmsafe_core::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
+use cmsafe_core::safe::{self, SafeCopies};
 
 use crate::config::{Config, Mode, CONFIG};
 use crate::findings::{Finding, Kind};
@@ -19,7 +19,7 @@ use crate::objects::{self, Objects};
 use crate::record::{reported, Holder, Record};
 use crate::report::{self, ReportFile};
 use crate::whereis::{self, Caller};
-use cmsafe::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +98,7 @@ static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
 /// the copy is the slow part and threads getting events at once need not wait for each other.
 pub enum Prepared {
     /// Safe: cmsafe's copy.
-    Safe(cmsafe::Event),
+    Safe(cmsafe_core::Event),
     /// Audit: the copy on a guarded page.
     Guarded(u32, *mut rdma_cm_event),
     /// No copy could be made: librdmacm's own event.
@@ -113,7 +113,7 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
     let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
     let prepared = match mode {
         // SAFETY: forwarded from the caller.
-        Mode::Safe => match unsafe { cmsafe::Event::copy_from_raw(raw) } {
+        Mode::Safe => match unsafe { cmsafe_core::Event::copy_from_raw(raw) } {
             Ok(ev) => Prepared::Safe(ev),
             Err(_) => Prepared::Raw,
         },
@@ -255,12 +255,12 @@ impl State {
             // SAFETY: a live id of an unacked event.
             unsafe { (*cm.id).qp_type }
         };
-        let kind = cmsafe::event::param_kind(cm.event, qp_type);
+        let kind = cmsafe_core::event::param_kind(cm.event, qp_type);
         // SAFETY: `kind` names the member librdmacm filled.
         let pd_len = match kind {
-            cmsafe::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
-            cmsafe::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
-            cmsafe::event::ParamKind::MulticastContext => 0,
+            cmsafe_core::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
+            cmsafe_core::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
+            cmsafe_core::event::ParamKind::MulticastContext => 0,
         };
         let owner = if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST && !cm.listen_id.is_null() {
             cm.listen_id as usize
@@ -348,7 +348,7 @@ impl State {
             }
             // One of our copies, acked so long ago that its record has left, is still a double
             // ack, and librdmacm must not see it: it would free memory it does not own.
-            let ours = cmsafe::Event::is_copy_address(ptr as *const rdma_cm_event)
+            let ours = cmsafe_core::Event::is_copy_address(ptr as *const rdma_cm_event)
                 || guard::is_page_copy(ptr);
             let (kind, message) = if ours {
                 (Kind::DoubleAck, format!(

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::config::CONFIG;
 use crate::track::{now_ns, with_state, Op, Wait};
 use crate::whereis::{self, Caller};
-use cmsafe::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// A watched call in progress.
 #[derive(Clone, Copy, Debug)]

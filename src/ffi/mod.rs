@@ -35,6 +35,15 @@ pub(crate) fn fail(errno: i32) -> libc::c_int {
     -1
 }
 
+/// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
+pub const MAX_PRIVATE_DATA: usize = 255;
+// Spelled here for cbindgen, which emits no constant of a dependency; held to the core's.
+const _: () = assert!(MAX_PRIVATE_DATA == cmsafe_core::event::MAX_PRIVATE_DATA);
+
+/// Entries in the per-type counters: one per known type, and one for unknown types.
+pub const EVENT_TYPE_SLOTS: usize = 17;
+const _: () = assert!(EVENT_TYPE_SLOTS == cmsafe_core::stats::EVENT_TYPE_SLOTS);
+
 /// An owned, refcounted copy of one RDMA CM event (see `cmsafe_get_event`).
 #[allow(non_camel_case_types)]
 pub struct cmsafe_event {

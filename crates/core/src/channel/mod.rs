@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::time::Duration;
 
 pub use fetch::Wait;
-pub(crate) use fetch::{fetch_batch, fetch_one, Errno};
+pub use fetch::{fetch_batch, fetch_one, Errno};
 pub(crate) use state::pending_events;
 
 use crate::cm::{rdma_create_event_channel, rdma_destroy_event_channel, rdma_event_channel};

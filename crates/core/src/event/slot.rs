@@ -263,14 +263,25 @@ mod tests {
         assert_eq!(max.tail(), 512);
     }
 
-    /// libcmsafe.so's fork handlers (`ffi::fork`, registered at load) wait for a thread that
-    /// holds a shared list, so the child gets it free: without them the child's copy of the lock
-    /// stays held by a thread the child does not have, and its next refill waits for good.
-    #[cfg(feature = "capi")]
+    /// The fork handlers a library registers (libcmsafe.so's `ffi::fork` at load, the preload's
+    /// after its own locks) wait for a thread that holds a shared list, so the child gets it
+    /// free: without them the child's copy of the lock stays held by a thread the child does not
+    /// have, and its next refill waits for good. This test registers them as libcmsafe.so does.
     #[test]
     fn a_child_never_inherits_a_list_another_thread_holds() {
         use std::sync::mpsc;
         use std::time::Duration;
+        extern "C" fn prepare() {
+            crate::event::lock_for_fork();
+        }
+        extern "C" fn after() {
+            crate::event::unlock_after_fork();
+        }
+        // SAFETY: plain extern "C" functions with no arguments; registered once by this test.
+        assert_eq!(
+            unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) },
+            0
+        );
         let (held, is_held) = mpsc::channel();
         let holder = std::thread::spawn(move || {
             SLAB.with_list_held(0, || {

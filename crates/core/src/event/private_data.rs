@@ -78,19 +78,19 @@ impl PrivateData {
 
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
-    pub(crate) fn into_raw(self) -> *const u8 {
+    pub fn into_raw(self) -> *const u8 {
         std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
     #[cfg(feature = "capi")]
-    pub(crate) fn as_raw(&self) -> *const u8 {
+    pub fn as_raw(&self) -> *const u8 {
         self.0.as_ptr()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle (a released or
     /// foreign one is reported and aborts).
     #[cfg(feature = "capi")]
-    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
+    pub fn from_raw(ptr: *const u8, op: &str) -> Self {
         let slot = ptr.wrapping_sub(BYTES_OFFSET);
         match slot::classify(slot) {
             // SAFETY: a live slot: its head is readable.
@@ -106,14 +106,14 @@ impl PrivateData {
 
     /// Borrows a C handle without taking its reference.
     #[cfg(feature = "capi")]
-    pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
+    pub fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
         f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }
 
     /// Gives back a reference of the buffer's own (a C `cmsafe_buf_release`): one the event
     /// holds is not the caller's to give.
     #[cfg(feature = "capi")]
-    pub(crate) fn release_own(self, op: &str) {
+    pub fn release_own(self, op: &str) {
         // Checked live by `from_raw`.
         if slot::buf_refs(self.slot()).load(Ordering::Acquire) == 0 {
             misuse(format_args!(

@@ -45,7 +45,7 @@ impl Wait {
 }
 
 /// Errors as errno values, the currency of the C API.
-pub(crate) type Errno = i32;
+pub type Errno = i32;
 
 pub(crate) fn last_errno() -> Errno {
     io::Error::last_os_error()
@@ -58,7 +58,7 @@ pub(crate) fn last_errno() -> Errno {
 ///
 /// # Safety
 /// `ch` is a live event channel.
-pub(crate) unsafe fn fetch_one(ch: *mut rdma_event_channel, wait: Wait) -> Result<Event, Errno> {
+pub unsafe fn fetch_one(ch: *mut rdma_event_channel, wait: Wait) -> Result<Event, Errno> {
     let state = state::state_of(ch).map_err(|_| libc::ENOMEM)?;
     // SAFETY: `ch` is live; its fd is the channel's file descriptor.
     let fd = unsafe { (*ch).fd };
@@ -138,7 +138,7 @@ pub(crate) unsafe fn fetch_one(ch: *mut rdma_event_channel, wait: Wait) -> Resul
 ///
 /// # Safety
 /// `ch` is a live event channel.
-pub(crate) unsafe fn fetch_batch(
+pub unsafe fn fetch_batch(
     ch: *mut rdma_event_channel,
     max: usize,
     wait: Wait,

@@ -319,14 +319,14 @@ impl Event {
 
     /// The handle C sees; it carries the reference this value held.
     #[cfg(feature = "capi")]
-    pub(crate) fn into_raw(self) -> *const u8 {
+    pub fn into_raw(self) -> *const u8 {
         std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle (a released or
     /// foreign one is reported and aborts).
     #[cfg(feature = "capi")]
-    pub(crate) fn from_raw(ptr: *const u8, op: &str) -> Self {
+    pub fn from_raw(ptr: *const u8, op: &str) -> Self {
         let released = || -> ! {
             misuse(format_args!(
                 "{op}({ptr:p}): this cmsafe_event was already released (double release or use after release)"
@@ -345,7 +345,7 @@ impl Event {
 
     /// Borrows a C handle without taking its reference.
     #[cfg(feature = "capi")]
-    pub(crate) fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
+    pub fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
         f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }
 }
