@@ -256,9 +256,10 @@ impl State {
             unsafe { (*cm.id).qp_type }
         };
         let kind = cmsafe_core::event::param_kind(cm.event, qp_type);
-        // SAFETY: `kind` names the member librdmacm filled.
         let pd_len = match kind {
+            // SAFETY: `kind` names the member librdmacm filled.
             cmsafe_core::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
+            // SAFETY: as above.
             cmsafe_core::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
             cmsafe_core::event::ParamKind::MulticastContext => 0,
         };

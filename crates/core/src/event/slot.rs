@@ -278,10 +278,8 @@ mod tests {
             crate::event::unlock_after_fork();
         }
         // SAFETY: plain extern "C" functions with no arguments; registered once by this test.
-        assert_eq!(
-            unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) },
-            0
-        );
+        let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) };
+        assert_eq!(rc, 0);
         let (held, is_held) = mpsc::channel();
         let holder = std::thread::spawn(move || {
             SLAB.with_list_held(0, || {
