@@ -37,6 +37,7 @@ pub mod safe;
 mod snapshot;
 pub mod stats;
 pub mod status;
+mod stderr;
 
 pub use channel::{EventChannel, Wait};
 pub use event::{Event, PrivateData};

@@ -525,11 +525,18 @@ impl Slab {
 }
 
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
+///
+/// Nothing between here and the abort may unwind: a panic would reach the C boundary's
+/// `catch_unwind` and become a normal return from the misused call.
 #[cold]
 pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
-    log::error!("cmsafe: {what}; aborting");
-    // The log may be routed to a callback that drops it: say it on stderr too.
-    eprintln!("cmsafe: {what}; aborting");
+    // A `log` logger the host installed may panic: the abort comes all the same.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        log::error!("cmsafe: {what}; aborting")
+    }));
+    // The log may be routed to a callback that drops it: say it on stderr too, with a write
+    // that cannot panic when stderr fails.
+    crate::stderr::line(format_args!("cmsafe: {what}; aborting"));
     std::process::abort()
 }
 
