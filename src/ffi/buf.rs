@@ -65,3 +65,59 @@ pub extern "C" fn cmsafe_buf_len(buf: *const cmsafe_buf) -> size_t {
         PrivateData::with_raw(buf as *const u8, "cmsafe_buf_len", |b| b.len())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmsafe_core::stderr::test_child::{break_stderr, child_part, rerun};
+
+    /// The log callback of the child below: error lines go to stdout, which the parent reads.
+    unsafe extern "C" fn to_stdout(
+        _user_data: *mut libc::c_void,
+        level: libc::c_int,
+        msg: *const libc::c_char,
+    ) {
+        if level == 1 {
+            // SAFETY: the logger passes a NUL-terminated line, valid during the call.
+            let line = unsafe { std::ffi::CStr::from_ptr(msg) }.to_bytes();
+            // SAFETY: writes from a live buffer to this process's stdout.
+            unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+        }
+    }
+
+    /// A double `cmsafe_buf_release` while every write to stderr fails (a pipe whose reader is
+    /// gone, SIGPIPE ignored): the process aborts, as documented, whether the log goes to stderr
+    /// or to a callback (which gets the report); it never returns from the misused call.
+    #[test]
+    fn a_misuse_aborts_when_stderr_fails() {
+        if let Some(part) = child_part() {
+            break_stderr();
+            if part == "callback" {
+                crate::logging::set_callback(Some(to_stdout), std::ptr::null_mut());
+            }
+            let buf = crate::event::PrivateData::copy_from(b"token")
+                .unwrap()
+                .into_raw() as *const cmsafe_buf;
+            cmsafe_buf_release(buf);
+            cmsafe_buf_release(buf);
+            return;
+        }
+        for part in ["stderr", "callback"] {
+            let out = rerun("ffi::buf::tests::a_misuse_aborts_when_stderr_fails", part);
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&out.status),
+                Some(libc::SIGABRT),
+                "{part}: {:?}, want SIGABRT; stdout: {said}",
+                out.status
+            );
+            if part == "callback" {
+                assert!(
+                    said.contains("cmsafe_buf_release(0x")
+                        && said.contains("this cmsafe_buf was already released"),
+                    "the callback got: {said}"
+                );
+            }
+        }
+    }
+}

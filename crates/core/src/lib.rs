@@ -17,7 +17,8 @@
 //!   handlers that take cmsafe's own across a fork.
 //! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
 //!   acked copies; the preload's acked records and destroyed objects).
-//! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read.
+//! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read;
+//!   `stderr`: lines to stderr that cannot panic.
 //!
 //! The C ABI (`include/cmsafe.h`, libcmsafe.so) is the crate `cmsafe` at the top of the
 //! repository, a thin layer over this one; the LD_PRELOAD library (`preload/`) is built on this
@@ -36,6 +37,7 @@ pub mod safe;
 pub mod snapshot;
 pub mod stats;
 pub mod status;
+pub mod stderr;
 
 pub use channel::{EventChannel, Wait};
 pub use event::{Event, PrivateData};

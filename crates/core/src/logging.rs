@@ -3,10 +3,13 @@
 //! (off, error, warn, info, debug, trace), else warnings and errors.
 
 use std::ffi::CString;
+use std::fmt;
 use std::sync::RwLock;
 
 use log::{LevelFilter, Log, Metadata, Record};
 use once_cell::sync::OnceCell;
+
+use crate::stderr;
 
 /// A host program's log sink: `(user_data, level, message)`, level as `log::Level` numbers
 /// (1 = error ... 5 = trace); the message is NUL-terminated and valid during the call only.
@@ -38,9 +41,11 @@ impl Log for Logger {
         }
         // Copied out, so a callback that logs or changes the sink does not deadlock.
         let sink = *self.sink.read().unwrap_or_else(|e| e.into_inner());
-        let text = record.args().to_string();
         match sink {
             Some(s) => {
+                // Not `to_string`, which panics when a Display fails: the line is cut instead.
+                let mut text = String::new();
+                let _ = fmt::write(&mut text, *record.args());
                 let msg = CString::new(text.replace('\0', " ")).unwrap_or_default();
                 // SAFETY: the host gave us this callback and its user data for this purpose.
                 unsafe {
@@ -51,7 +56,13 @@ impl Log for Logger {
                     )
                 };
             }
-            None => eprintln!("cmsafe[{}]: {}", record.level(), text),
+            // Not `eprintln!`, which panics when stderr fails: a log line must never unwind
+            // (from a misuse report, it would turn the abort into a return).
+            None => stderr::line(format_args!(
+                "cmsafe[{}]: {}",
+                record.level(),
+                record.args()
+            )),
         }
     }
 

@@ -15,9 +15,10 @@
 //! move between a thread and the shared free lists 32 at a time.
 
 use std::cell::Cell;
-use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::MutexGuard;
 
+use cmsafe_sync::{Released, SlotRefs};
 use once_cell::sync::OnceCell;
 
 use crate::fault;
@@ -43,18 +44,10 @@ const BATCH: usize = 32;
 const RING: usize = 256;
 const _: () = assert!(RING >= LOCAL_MAX + BATCH && RING.is_power_of_two());
 
-/// Where a slot's value begins: after the refcount and the owner's word.
+/// Where a slot's value begins: after its references ([`SlotRefs`], all of them 0 in a free
+/// slot), which every slot begins with.
 pub(crate) const VALUE_OFFSET: usize = 8;
-
-/// Every slot begins with this.
-#[repr(C)]
-struct Header {
-    /// References; 0 in a free slot.
-    refs: AtomicU32,
-    /// A word the slot's owner uses as it likes (`Slab::word`).
-    word: AtomicU32,
-}
-const _: () = assert!(std::mem::size_of::<Header>() == VALUE_OFFSET);
+const _: () = assert!(std::mem::size_of::<SlotRefs>() == VALUE_OFFSET);
 
 /// Allocation failed (really, or injected by a test).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,8 +376,9 @@ impl Slab {
         }
     }
 
-    /// A new slot of `class` with one reference, its value (from [`VALUE_OFFSET`]) written in
-    /// place by `init`, given the slot's address.
+    /// A new slot of `class` with one reference (held on its buffer alone when `buf`: see
+    /// [`SlotRefs`]), its value (from [`VALUE_OFFSET`]) written in place by `init`, given the
+    /// slot's address.
     ///
     /// # Safety
     /// `init` writes only inside the slot's value, and whatever its readers read.
@@ -392,6 +386,7 @@ impl Slab {
         &'static self,
         class: usize,
         cache: Option<&Cache>,
+        buf: bool,
         init: impl FnOnce(*mut u8),
     ) -> Result<*const u8, AllocError> {
         if fault::should_fail() {
@@ -402,7 +397,7 @@ impl Slab {
         let slot = self.slot_addr(base, class, index) as *mut u8;
         init(slot);
         // Published: a thread that is handed the slot sees what `init` wrote.
-        Self::header(slot).refs.store(1, Ordering::Release);
+        Self::refs_of(slot).publish(buf);
         Ok(slot)
     }
 
@@ -425,10 +420,12 @@ impl Slab {
         Some((class, ((recip as u128 * within as u128) >> 64) as u32))
     }
 
-    fn header(slot: *const u8) -> &'static Header {
-        // SAFETY: callers pass committed slots; a header is always initialized (zero before
-        // first use, then the refcount) and committed memory is never given back.
-        unsafe { &*(slot as *const Header) }
+    /// The references of a committed slot.
+    pub(crate) fn refs_of(slot: *const u8) -> &'static SlotRefs {
+        // SAFETY: callers pass committed slots, 8-aligned; their first word is always
+        // initialized (zero before first use), only ever accessed as `SlotRefs`, and committed
+        // memory is never given back.
+        unsafe { SlotRefs::at(slot) }
     }
 
     pub(crate) fn classify(&self, ptr: *const u8) -> SlotState {
@@ -444,43 +441,35 @@ impl Slab {
         }
     }
 
-    /// The owner's word of a committed slot.
-    pub(crate) fn word<'a>(slot: *const u8) -> &'a AtomicU32 {
-        &Self::header(slot).word
-    }
-
     /// The references a live slot holds now.
     pub(crate) fn refs(slot: *const u8) -> u32 {
-        Self::header(slot).refs.load(Ordering::Acquire)
+        Self::refs_of(slot).refs()
     }
 
-    /// One more reference to a live slot.
+    /// One more reference to a live slot (not one held on its buffer alone).
     pub(crate) fn retain(slot: *const u8) {
-        Self::header(slot).refs.fetch_add(1, Ordering::Relaxed);
+        Self::refs_of(slot).retain_event();
     }
 
-    /// Gives one reference back to a live slot of this slab; the last one frees the slot, into
-    /// `cache` when there is one. The value needs no drop.
+    /// Gives one reference back to a live slot of this slab (not one held on its buffer
+    /// alone); the last one frees the slot, into `cache` when there is one. The value needs no
+    /// drop. One read-modify-write decides, so of two threads giving back the same last
+    /// reference one frees and the other is reported.
     pub(crate) fn release(&'static self, slot: *const u8, cache: Option<&Cache>, op: &str) {
-        let header = Self::header(slot);
-        let before = if header.refs.load(Ordering::Acquire) == 1 {
-            // The one reference left is the caller's: no other thread can retain or release
-            // (both take a reference), so no read-modify-write is needed to drop it.
-            header.refs.store(0, Ordering::Relaxed);
-            1
-        } else {
-            header.refs.fetch_sub(1, Ordering::Release)
-        };
-        if before == 0 {
-            misuse(format_args!(
+        match Self::refs_of(slot).release_event() {
+            Released::Kept => {}
+            Released::Last => self.free(slot, cache),
+            Released::Misuse => misuse(format_args!(
                 "{op}({slot:p}): this {} has no reference left (released more often than retained)",
                 self.what
-            ));
+            )),
         }
-        if before != 1 {
-            return;
-        }
-        fence(Ordering::Acquire);
+    }
+
+    /// Frees a live slot of this slab whose last reference the caller saw go
+    /// ([`Released::Last`]), into `cache` when there is one.
+    #[inline]
+    pub(crate) fn free(&'static self, slot: *const u8, cache: Option<&Cache>) {
         let (class, index) = self.locate(slot).expect("a live slot of this slab");
         match cache {
             // Also on a thread that only releases (copies cross threads): its cache fills up
@@ -536,11 +525,18 @@ impl Slab {
 }
 
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
+///
+/// Nothing between here and the abort may unwind: a panic would reach the C boundary's
+/// `catch_unwind` and become a normal return from the misused call.
 #[cold]
 pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
-    log::error!("cmsafe: {what}; aborting");
-    // The log may be routed to a callback that drops it: say it on stderr too.
-    eprintln!("cmsafe: {what}; aborting");
+    // A `log` logger the host installed may panic: the abort comes all the same.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        log::error!("cmsafe: {what}; aborting")
+    }));
+    // The log may be routed to a callback that drops it: say it on stderr too, with a write
+    // that cannot panic when stderr fails.
+    crate::stderr::line(format_args!("cmsafe: {what}; aborting"));
     std::process::abort()
 }
 
@@ -557,7 +553,7 @@ mod tests {
         CACHE.with(|c| {
             // SAFETY: writes the first word of the value, inside every class's slot.
             unsafe {
-                SLAB.alloc_with(class, Some(c), |s| {
+                SLAB.alloc_with(class, Some(c), false, |s| {
                     (s.add(VALUE_OFFSET) as *mut u64).write(value)
                 })
             }

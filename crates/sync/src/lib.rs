@@ -8,5 +8,15 @@
 //! atomics with no cost over hand-written code.
 //!
 //! Nothing here allocates, takes a lock or makes a system call unless its doc says so.
+//!
+//! - [`SlotRefs`]: a pooled slot's references, to its event and to its buffer, in one word.
+//! - [`TimedLock`]: a futex lock word whose acquisition can give up at a [`Deadline`] (it
+//!   sleeps in futex(2): the one part here that makes system calls).
 
+mod futex;
+mod lock;
+mod refs;
 mod shim;
+
+pub use lock::{Deadline, TimedLock};
+pub use refs::{Released, SlotRefs};

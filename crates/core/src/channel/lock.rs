@@ -2,33 +2,21 @@
 //! lock across the whole fetch (a reader waiting forever holds it while blocked in
 //! `rdma_get_cm_event`), and a reader with a timeout must not wait for it longer than asked.
 //!
-//! Uncontended, locking and unlocking are one atomic operation each and no system call; a waiter
-//! sleeps in futex(2) with an absolute CLOCK_MONOTONIC deadline.
+//! The lock word and its futex waits are `cmsafe_sync::TimedLock` (model-checked there); this
+//! adds the value it guards. Uncontended, locking and unlocking are one atomic operation each
+//! and no system call; a waiter sleeps in futex(2) with an absolute CLOCK_MONOTONIC deadline.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU32, Ordering};
+
+use cmsafe_sync::TimedLock;
 
 use super::Errno;
 
-/// When to stop waiting for the lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Deadline {
-    /// Wait as long as it takes.
-    Never,
-    /// Do not wait at all.
-    Now,
-    /// Until this CLOCK_MONOTONIC time, in nanoseconds.
-    At(u64),
-}
-
-const FREE: u32 = 0;
-const HELD: u32 = 1;
-/// Held, and a waiter may sleep on it: the unlock must wake one.
-const CONTENDED: u32 = 2;
+pub(crate) use cmsafe_sync::Deadline;
 
 pub(crate) struct TimedMutex<T> {
-    state: AtomicU32,
+    lock: TimedLock,
     value: UnsafeCell<T>,
 }
 
@@ -44,7 +32,7 @@ pub(crate) struct TimedGuard<'a, T> {
 impl<T> TimedMutex<T> {
     pub(crate) const fn new(value: T) -> Self {
         TimedMutex {
-            state: AtomicU32::new(FREE),
+            lock: TimedLock::new(),
             value: UnsafeCell::new(value),
         }
     }
@@ -52,23 +40,8 @@ impl<T> TimedMutex<T> {
     /// The lock, or ETIMEDOUT once `deadline` passed, or EINTR when a signal interrupted the
     /// wait (a signal must not be swallowed by a wait the caller did not ask for).
     pub(crate) fn lock(&self, deadline: Deadline) -> Result<TimedGuard<'_, T>, Errno> {
-        if self
-            .state
-            .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            return Ok(TimedGuard { mutex: self });
-        }
-        loop {
-            if self.state.swap(CONTENDED, Ordering::Acquire) == FREE {
-                return Ok(TimedGuard { mutex: self });
-            }
-            match deadline {
-                Deadline::Now => return Err(libc::ETIMEDOUT),
-                Deadline::Never => futex_wait(&self.state, CONTENDED, None)?,
-                Deadline::At(ns) => futex_wait(&self.state, CONTENDED, Some(ns))?,
-            }
-        }
+        self.lock.lock(deadline)?;
+        Ok(TimedGuard { mutex: self })
     }
 }
 
@@ -89,54 +62,9 @@ impl<T> DerefMut for TimedGuard<'_, T> {
 
 impl<T> Drop for TimedGuard<'_, T> {
     fn drop(&mut self) {
-        if self.mutex.state.swap(FREE, Ordering::Release) == CONTENDED {
-            futex_wake(&self.mutex.state);
-        }
+        // SAFETY: a guard exists only while its lock is held, and is dropped once.
+        unsafe { self.mutex.lock.unlock() };
     }
-}
-
-/// Sleeps while `word` holds `expected`, until woken, `deadline` (absolute CLOCK_MONOTONIC ns)
-/// or a signal. Ok on a wake-up or a changed word; ETIMEDOUT, EINTR otherwise.
-fn futex_wait(word: &AtomicU32, expected: u32, deadline: Option<u64>) -> Result<(), Errno> {
-    let ts = deadline.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: a valid futex word, a valid or NULL absolute timeout; FUTEX_WAIT_BITSET without
-    // FUTEX_CLOCK_REALTIME measures the deadline on CLOCK_MONOTONIC (futex(2)).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ts_ptr,
-            std::ptr::null::<u32>(),
-            libc::FUTEX_BITSET_MATCH_ANY,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    match super::fetch::last_errno() {
-        libc::EAGAIN => Ok(()),
-        e => Err(e),
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: a valid futex word; waking one waiter has no other effect.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        )
-    };
 }
 
 #[cfg(test)]

@@ -155,7 +155,7 @@ impl Event {
     ) -> Result<*const u8, AllocError> {
         // SAFETY: per the contract; every head field is written below.
         unsafe {
-            slot::alloc(sizes, 0, local, |head, tail| {
+            slot::alloc(sizes, false, local, |head, tail| {
                 use std::ptr::{addr_of_mut, copy_nonoverlapping};
                 // Taken only once the slot is ours, so sequence numbers count copies exactly;
                 // and before the slot's stores, which the locked add would wait for.
@@ -420,6 +420,57 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(seen, bytes);
+    }
+
+    /// One thread takes and gives back buffer references while two others read the event's
+    /// own references, as threads sharing one event handle do (each read is what a C call's
+    /// handle check does): with the one reference the event holds, every read sees exactly 1.
+    #[test]
+    fn buffer_references_never_hide_the_event_from_a_reader() {
+        use std::sync::atomic::AtomicBool;
+        const ROUNDS: u32 = 200_000;
+        let bytes = [0x5au8; 56];
+        // SAFETY: plain data; all-zero is valid.
+        let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+        raw.event = crate::cm::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST;
+        raw.param.conn.private_data = bytes.as_ptr().cast();
+        raw.param.conn.private_data_len = bytes.len() as u8;
+        // SAFETY: a valid event without an id; its bytes outlive the copy.
+        let ev = unsafe { Event::copy_of(&raw) }.unwrap();
+        let slot = ev.0.as_ptr() as usize;
+        let done = AtomicBool::new(false);
+        let start = std::sync::Barrier::new(3);
+        let reads = std::thread::scope(|s| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let mut reads = 0u64;
+                        loop {
+                            let refs = slot::event_refs(slot as *const u8);
+                            assert_eq!(refs, 1, "event references read as {refs}");
+                            reads += 1;
+                            // Relaxed: a stop flag; nothing is read after it.
+                            if done.load(Ordering::Relaxed) {
+                                return reads;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let pd = ev.private_data().expect("private data");
+            start.wait();
+            for _ in 0..ROUNDS {
+                drop(pd.clone());
+            }
+            // Relaxed: as above; the joins order the rest.
+            done.store(true, Ordering::Relaxed);
+            readers.into_iter().map(|r| r.join().unwrap()).sum::<u64>()
+        });
+        eprintln!("{ROUNDS} buffer references against {reads} reads");
+        assert_eq!(slot::event_refs(slot as *const u8), 1);
+        assert_eq!(slot::buf_refs(slot as *const u8), 0);
+        assert_eq!(ev.private_data().unwrap().as_bytes(), &bytes[..]);
     }
 
     #[test]

@@ -5,13 +5,14 @@
 //! the slot alive after the event's last reference is gone.
 
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+
+use cmsafe_sync::Released;
 
 use super::local;
 use super::slot::{self, Sizes, BYTES_OFFSET, HAS_PD};
-use crate::pool::AllocError;
 #[cfg(feature = "capi")]
-use crate::pool::{misuse, SlotState};
+use crate::pool::SlotState;
+use crate::pool::{misuse, AllocError};
 
 /// librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
 pub const MAX_PRIVATE_DATA: usize = 255;
@@ -42,7 +43,7 @@ impl PrivateData {
         // SAFETY: every head field is written (an all-zero view but for the length, no sequence
         // number: this is no event), and `len` bytes of the tail.
         let slot = local::with(|local| unsafe {
-            slot::alloc(sizes, 1, local, |head, tail| {
+            slot::alloc(sizes, true, local, |head, tail| {
                 use std::ptr::addr_of_mut;
                 addr_of_mut!((*head).cm).write_bytes(0, 1);
                 addr_of_mut!((*head).cm.param.conn.private_data).write(tail.cast());
@@ -111,25 +112,32 @@ impl PrivateData {
     }
 
     /// Gives back a reference of the buffer's own (a C `cmsafe_buf_release`): one the event
-    /// holds is not the caller's to give.
+    /// holds is not the caller's to give, and giving it is reported.
     #[cfg(feature = "capi")]
     pub fn release_own(self, op: &str) {
-        // Checked live by `from_raw`.
-        if slot::buf_refs(self.slot()).load(Ordering::Acquire) == 0 {
+        // Checked live by `from_raw`; whether the buffer holds a reference of its own is
+        // decided by the give-back itself, in one read-modify-write, so that two threads giving
+        // back its last one cannot both pass a check made before.
+        let ptr = std::mem::ManuallyDrop::new(self).0;
+        Self::give_back(ptr, op);
+    }
+
+    /// Gives back the buffer reference `ptr` carries; `op` names the call in a misuse report.
+    fn give_back(ptr: NonNull<u8>, op: &str) {
+        let slot = ptr.as_ptr().wrapping_sub(BYTES_OFFSET);
+        if local::with(|local| slot::release_buf(slot, local)) == Released::Misuse {
             misuse(format_args!(
-                "{op}({:p}): this cmsafe_buf has no reference of its own left (released more often than retained)",
-                self.0
+                "{op}({ptr:p}): this cmsafe_buf has no reference of its own left (released more often than retained)"
             ));
         }
-        drop(self);
     }
 }
 
 impl Clone for PrivateData {
     fn clone(&self) -> Self {
-        // A reference is held, so the slot is live.
-        slot::buf_refs(self.slot()).fetch_add(1, Ordering::Relaxed);
-        slot::retain(self.slot());
+        // A reference is held, so the slot is live. Both counts change in one operation: a
+        // thread checking the event meanwhile sees its own references unchanged.
+        slot::retain_buf(self.slot());
         PrivateData(self.0)
     }
 }
@@ -138,8 +146,7 @@ impl Drop for PrivateData {
     fn drop(&mut self) {
         // Only owned values are dropped: the one in an event's view is only ever borrowed.
         // We hold a buffer reference, so the slot is live.
-        slot::buf_refs(self.slot()).fetch_sub(1, Ordering::Release);
-        local::with(|local| slot::release(self.slot(), local, "cmsafe_buf_release"));
+        Self::give_back(self.0, "cmsafe_buf_release");
     }
 }
 

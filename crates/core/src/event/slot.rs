@@ -3,16 +3,19 @@
 //! so a copy takes about what it holds (an event with IPv4 addresses and no private data: 136
 //! bytes).
 //!
-//! One refcount per slot counts every reference, to the event and to its private data buffer;
-//! the header's other word ([`buf_refs`]) counts those held on the buffer alone, so the event's
-//! own are `refs - buf_refs` (what misuse checks and statistics need). A buffer made on its own
+//! The slot's header (`cmsafe_sync::SlotRefs`) counts every reference, to the event and to its
+//! private data buffer, and in the same word those held on the buffer alone, so the event's own
+//! are the difference ([`event_refs`], what misuse checks and statistics need), read in one load
+//! while other threads take and give back buffer references. A buffer made on its own
 //! (`PrivateData::copy_from`) is a slot whose references are all buffer references.
 //!
-//! Layout of a slot: the pool's header (refs, buf_refs), [`Head`], then the tail: private data at
+//! Layout of a slot: the pool's header (the references), [`Head`], then the tail: private data at
 //! [`BYTES_OFFSET`] (so a buffer handle, which points at its bytes, finds its slot), the source
 //! address 8-aligned after it, the destination address after that.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
+
+use cmsafe_sync::Released;
 
 use super::copy::ParamKind;
 use super::local::Local;
@@ -127,15 +130,15 @@ impl Sizes {
     }
 }
 
-/// A fresh slot big enough for `sizes`, with one reference (`buf_refs` 1 when that reference is
-/// a buffer's, 0 when it is an event's), its head and tail written by `init` (given the head and
-/// the tail's first byte). `local`: this thread's block, if any.
+/// A fresh slot big enough for `sizes`, with one reference (held on the buffer alone when `buf`,
+/// else the event's), its head and tail written by `init` (given the head and the tail's first
+/// byte). `local`: this thread's block, if any.
 ///
 /// # Safety
 /// `init` writes every field of the head, and nothing past the tail.
 pub(crate) unsafe fn alloc(
     sizes: Sizes,
-    buf_refs: u32,
+    buf: bool,
     local: Option<&Local>,
     init: impl FnOnce(*mut Head, *mut u8),
 ) -> Result<*const u8, AllocError> {
@@ -145,10 +148,9 @@ pub(crate) unsafe fn alloc(
     // size; the tail's bytes beyond what `init` writes are slot memory, always initialized
     // (mapped zeroed, then only ever written), and never read.
     let slot = class.and_then(|class| unsafe {
-        SLAB.alloc_with(class, local.map(|l| &l.slots), |slot| {
+        SLAB.alloc_with(class, local.map(|l| &l.slots), buf, |slot| {
             let head = slot.add(VALUE_OFFSET) as *mut Head;
             init(head, slot.add(BYTES_OFFSET));
-            Slab::word(slot).store(buf_refs, Ordering::Relaxed);
         })
     });
     slot.inspect_err(|_| {
@@ -175,24 +177,40 @@ pub(crate) unsafe fn head<'a>(slot: *const u8) -> &'a Head {
     unsafe { &*(slot.add(VALUE_OFFSET) as *const Head) }
 }
 
+/// One more reference to the event of a live slot.
 pub(crate) fn retain(slot: *const u8) {
     Slab::retain(slot);
 }
 
-/// Gives one reference back; `local`: this thread's block, if any.
+/// Gives one of the event's references back; `local`: this thread's block, if any.
 pub(crate) fn release(slot: *const u8, local: Option<&Local>, op: &str) {
     SLAB.release(slot, local.map(|l| &l.slots), op);
 }
 
+/// One more reference held on the private data buffer alone, of a live slot.
+pub(crate) fn retain_buf(slot: *const u8) {
+    Slab::refs_of(slot).retain_buf();
+}
+
+/// Gives back a reference held on the buffer alone, freeing the slot when it was the last; a
+/// [`Released::Misuse`] (the buffer held none) is the caller's to report.
+pub(crate) fn release_buf(slot: *const u8, local: Option<&Local>) -> Released {
+    let released = Slab::refs_of(slot).release_buf();
+    if released == Released::Last {
+        SLAB.free(slot, local.map(|l| &l.slots));
+    }
+    released
+}
+
 /// References held on the private data buffer alone (also counted in the slot's refs).
-pub(crate) fn buf_refs<'a>(slot: *const u8) -> &'a AtomicU32 {
-    Slab::word(slot)
+#[cfg(test)]
+pub(crate) fn buf_refs(slot: *const u8) -> u32 {
+    Slab::refs_of(slot).buf_refs()
 }
 
 /// References to the event itself (not to its buffer alone).
 pub(crate) fn event_refs(slot: *const u8) -> u32 {
-    let buf = buf_refs(slot).load(Ordering::Acquire);
-    Slab::refs(slot).saturating_sub(buf)
+    Slab::refs_of(slot).event_refs()
 }
 
 /// What `ptr` is: a live slot, a freed one, or none of ours.

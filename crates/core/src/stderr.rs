@@ -1,0 +1,161 @@
+//! Lines to stderr that cannot panic.
+//!
+//! `eprintln!` panics when its write fails (fd 2 a pipe whose reader is gone with SIGPIPE
+//! ignored, a full disk, a terminal hung up). On the paths that report a misuse or log, such a
+//! panic would unwind to the C boundary, whose `catch_unwind` turns it into a normal return: a
+//! misuse that must abort would return instead. These writes go to fd 2 with write(2) and drop
+//! whatever cannot be written.
+
+use std::fmt::{self, Write};
+
+/// Room for one line: a line that fits goes out in one write(2), so lines of concurrent
+/// threads do not interleave (a pipe writes up to PIPE_BUF bytes at once); a longer one goes
+/// out in pieces.
+const LINE: usize = 1024;
+
+struct Fd2 {
+    buf: [u8; LINE],
+    len: usize,
+}
+
+impl Fd2 {
+    fn flush(&mut self) {
+        let mut rest = &self.buf[..self.len];
+        while !rest.is_empty() {
+            // SAFETY: writes from a live buffer of `rest.len()` bytes; fd 2 may be anything,
+            // closed included: write(2) then fails, which is ignored.
+            let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+            if n > 0 {
+                rest = &rest[n as usize..];
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            } else {
+                break;
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl Write for Fd2 {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut s = s.as_bytes();
+        while !s.is_empty() {
+            if self.len == LINE {
+                self.flush();
+            }
+            let n = s.len().min(LINE - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+            self.len += n;
+            s = &s[n..];
+        }
+        Ok(())
+    }
+}
+
+/// Writes `args` and a newline to stderr, ignoring errors. Never panics, never allocates.
+pub(crate) fn line(args: fmt::Arguments<'_>) {
+    let mut out = Fd2 {
+        buf: [0; LINE],
+        len: 0,
+    };
+    // A Display that fails only cuts the line short: the error is not ours to report.
+    let _ = out.write_fmt(args);
+    let _ = out.write_str("\n");
+    out.flush();
+}
+
+/// For tests of this crate and the C ABI's: a test that runs itself again as a child process,
+/// where stderr can be made to fail. Not part of the API.
+#[doc(hidden)]
+pub mod test_child {
+    use std::process::{Command, Output};
+
+    /// The part a test asked for when it runs again as a child (see [`rerun`]).
+    pub fn child_part() -> Option<String> {
+        std::env::var("CMSAFE_TEST_CHILD").ok()
+    }
+
+    /// Runs the test `name` again, alone, in a process of its own with CMSAFE_TEST_CHILD set to
+    /// `part`. Without libtest's output capture, which stands in for fd 2 in a test's threads
+    /// (also in a forked child): there `eprintln!` writes fd 2 as in a C program.
+    pub fn rerun(name: &str, part: &str) -> Output {
+        Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env("CMSAFE_TEST_CHILD", part)
+            .output()
+            .unwrap()
+    }
+
+    /// In a child: fd 2 becomes a pipe whose reader is gone, with SIGPIPE ignored, so every
+    /// write to stderr fails with EPIPE.
+    pub fn break_stderr() {
+        let mut p = [0; 2];
+        // SAFETY: a valid array for pipe(2); then plain descriptor and signal calls on the
+        // child's own descriptors.
+        unsafe {
+            assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
+            libc::close(p[0]);
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            assert_eq!(libc::dup2(p[1], 2), 2);
+            libc::close(p[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_child::{break_stderr, child_part, rerun};
+    use super::*;
+
+    const FAILING: &str = "stderr::tests::a_failing_stderr_makes_eprintln_panic_but_not_a_line";
+
+    #[test]
+    fn a_failing_stderr_makes_eprintln_panic_but_not_a_line() {
+        if let Some(part) = child_part() {
+            match part.as_str() {
+                "eprintln" => {
+                    break_stderr();
+                    eprintln!("lost");
+                }
+                "line" => {
+                    break_stderr();
+                    line(format_args!("lost {}", 1));
+                }
+                "closed" => {
+                    // SAFETY: closes this child's own fd 2.
+                    unsafe { libc::close(2) };
+                    line(format_args!("lost {}", 2));
+                }
+                _ => unreachable!("{part}"),
+            }
+            return;
+        }
+        // The hazard, so that the setup is known to make stderr fail: `eprintln!` panics
+        // (libtest's exit status for a failed test).
+        let out = rerun(FAILING, "eprintln");
+        assert_eq!(out.status.code(), Some(101), "{out:?}");
+        // A line returns, whether fd 2 is a broken pipe or closed.
+        for part in ["line", "closed"] {
+            let out = rerun(FAILING, part);
+            assert_eq!(out.status.code(), Some(0), "{part}: {out:?}");
+        }
+    }
+
+    /// A line longer than the buffer arrives whole, in order, with its newline.
+    #[test]
+    fn a_long_line_arrives_whole() {
+        let text: String = (0..3000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        if child_part().is_some() {
+            line(format_args!("{text}"));
+            return;
+        }
+        let out = rerun("stderr::tests::a_long_line_arrives_whole", "long");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stderr.len(), 3001);
+        assert_eq!(&out.stderr[..3000], text.as_bytes());
+        assert_eq!(out.stderr[3000], b'\n');
+    }
+}
