@@ -15,7 +15,6 @@ pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
 use crate::clock::coarse_ns;
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};
 use crate::pool::AllocError;
-#[cfg(feature = "capi")]
 use crate::pool::{misuse, SlotState};
 use crate::status::{self, StatusKind, Transport};
 use slot::{Head, Sizes, BYTES_OFFSET, HAS_PD};
@@ -318,14 +317,12 @@ impl Event {
     }
 
     /// The handle C sees; it carries the reference this value held.
-    #[cfg(feature = "capi")]
     pub fn into_raw(self) -> *const u8 {
         std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle (a released or
     /// foreign one is reported and aborts).
-    #[cfg(feature = "capi")]
     pub fn from_raw(ptr: *const u8, op: &str) -> Self {
         let released = || -> ! {
             misuse(format_args!(
@@ -344,7 +341,6 @@ impl Event {
     }
 
     /// Borrows a C handle without taking its reference.
-    #[cfg(feature = "capi")]
     pub fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&Event) -> R) -> R {
         f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }

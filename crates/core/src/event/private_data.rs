@@ -10,7 +10,6 @@ use cmsafe_sync::Released;
 
 use super::local;
 use super::slot::{self, Sizes, BYTES_OFFSET, HAS_PD};
-#[cfg(feature = "capi")]
 use crate::pool::SlotState;
 use crate::pool::{misuse, AllocError};
 
@@ -78,19 +77,16 @@ impl PrivateData {
     }
 
     /// The handle C sees; it carries the reference this value held.
-    #[cfg(feature = "capi")]
     pub fn into_raw(self) -> *const u8 {
         std::mem::ManuallyDrop::new(self).0.as_ptr()
     }
 
-    #[cfg(feature = "capi")]
     pub fn as_raw(&self) -> *const u8 {
         self.0.as_ptr()
     }
 
     /// Takes over the reference a C handle carries, after checking the handle (a released or
     /// foreign one is reported and aborts).
-    #[cfg(feature = "capi")]
     pub fn from_raw(ptr: *const u8, op: &str) -> Self {
         let slot = ptr.wrapping_sub(BYTES_OFFSET);
         match slot::classify(slot) {
@@ -106,14 +102,12 @@ impl PrivateData {
     }
 
     /// Borrows a C handle without taking its reference.
-    #[cfg(feature = "capi")]
     pub fn with_raw<R>(ptr: *const u8, op: &str, f: impl FnOnce(&PrivateData) -> R) -> R {
         f(&std::mem::ManuallyDrop::new(Self::from_raw(ptr, op)))
     }
 
     /// Gives back a reference of the buffer's own (a C `cmsafe_buf_release`): one the event
     /// holds is not the caller's to give, and giving it is reported.
-    #[cfg(feature = "capi")]
     pub fn release_own(self, op: &str) {
         // Checked live by `from_raw`; whether the buffer holds a reference of its own is
         // decided by the give-back itself, in one read-modify-write, so that two threads giving
