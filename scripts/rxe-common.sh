@@ -64,6 +64,16 @@ rxe_stack_prepare() {
   (cd "$dl" && stack_apt apt-get download "${pkgs[@]}" >/dev/null 2>&1) ||
     rxe_die "apt-get download ${pkgs[*]} ($stack_suite) failed"
   for p in "$dl"/*.deb; do dpkg-deb -x "$p" "$kroot.tmp.$$"; done
+  # 7.x's packages are merged-/usr: usr/lib/modules/VER, with the image as its vmlinuz.
+  if [ ! -d "$kroot.tmp.$$/lib/modules" ] && [ -d "$kroot.tmp.$$/usr/lib/modules" ]; then
+    mv "$kroot.tmp.$$/usr/lib/modules" "$kroot.tmp.$$/lib-modules"
+    mkdir -p "$kroot.tmp.$$/lib"
+    mv "$kroot.tmp.$$/lib-modules" "$kroot.tmp.$$/lib/modules"
+  fi
+  if [ ! -e "$kroot.tmp.$$/boot/vmlinuz-$kver" ] && [ -e "$kroot.tmp.$$/lib/modules/$kver/vmlinuz" ]; then
+    mkdir -p "$kroot.tmp.$$/boot"
+    mv "$kroot.tmp.$$/lib/modules/$kver/vmlinuz" "$kroot.tmp.$$/boot/vmlinuz-$kver"
+  fi
   [ -e "$kroot.tmp.$$/boot/vmlinuz-$kver" ] || rxe_die "no boot/vmlinuz-$kver in ${pkgs[*]}"
   depmod -b "$kroot.tmp.$$" "$kver"
   rm -rf "$dl"
