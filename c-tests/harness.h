@@ -9,6 +9,34 @@
 #include <string.h>
 #include <unistd.h>
 
+/* strerrorname_np is glibc 2.32's; Debian 11 (bullseye) has 2.31. There, the names the tests
+ * print, from errno.h, and "E?" (with the number) for any other. */
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 32)
+#include <errno.h>
+static inline const char *harness_errname(int e)
+{
+    switch (e) {
+#define HARNESS_ERRNAME(n) \
+    case n:                \
+        return #n;
+        HARNESS_ERRNAME(EPERM) HARNESS_ERRNAME(ENOENT) HARNESS_ERRNAME(ESRCH)
+        HARNESS_ERRNAME(EINTR) HARNESS_ERRNAME(EIO) HARNESS_ERRNAME(ENXIO)
+        HARNESS_ERRNAME(EBADF) HARNESS_ERRNAME(EAGAIN) HARNESS_ERRNAME(ENOMEM)
+        HARNESS_ERRNAME(EFAULT) HARNESS_ERRNAME(EBUSY) HARNESS_ERRNAME(EEXIST)
+        HARNESS_ERRNAME(ENODEV) HARNESS_ERRNAME(EINVAL) HARNESS_ERRNAME(ENOSYS)
+        HARNESS_ERRNAME(EPROTO) HARNESS_ERRNAME(EOPNOTSUPP) HARNESS_ERRNAME(EADDRINUSE)
+        HARNESS_ERRNAME(EADDRNOTAVAIL) HARNESS_ERRNAME(ENETUNREACH) HARNESS_ERRNAME(ECONNABORTED)
+        HARNESS_ERRNAME(ECONNRESET) HARNESS_ERRNAME(EISCONN) HARNESS_ERRNAME(ENOTCONN)
+        HARNESS_ERRNAME(ETIMEDOUT) HARNESS_ERRNAME(ECONNREFUSED) HARNESS_ERRNAME(EHOSTUNREACH)
+        HARNESS_ERRNAME(EALREADY) HARNESS_ERRNAME(EINPROGRESS)
+#undef HARNESS_ERRNAME
+    default:
+        return "E?";
+    }
+}
+#define strerrorname_np harness_errname
+#endif
+
 /* Shared by every translation unit of a test program; defined in cm_util.c. */
 extern int harness_passed, harness_failed;
 

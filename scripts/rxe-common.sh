@@ -1,9 +1,13 @@
 # rxe-common.sh: what scripts/rxe-vm (one guest) and scripts/rxe-pair (two guests joined by a
 # network link) share: Debian's kernel unpacked under target/rxe-vm, the initramfs and its /init,
 # the script each guest runs, and qemu's common arguments. Sourced, never run; the caller sets
-# rxe_me (its name in messages) first.
+# rxe_me (its name in messages) first, and rxe_stack to boot another Debian suite (empty, or
+# bookworm, is today's path: the host's kernel package and the host's / as the guest's root).
 #
-# After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd.
+# After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd, and
+# $rxe_hostroot (the directory the guest chroots into: / or the stack's root), $rxe_share (what
+# the guest sees as the repo's target/: target/, or target/stacks/NAME/target for a stack),
+# $rxe_runs (where a run's files go: $rxe_share/rxe-vm).
 
 rxe_die() { echo "$rxe_me: $*" >&2; exit 125; }
 
@@ -17,8 +21,64 @@ rxe_prepare() {
     command -v "$tool" >/dev/null || rxe_die "$tool not found: run scripts/setup-deps"
   done
   [ -x /bin/busybox ] || rxe_die "busybox-static is missing: run scripts/setup-deps"
-  rxe_kernel
+  rxe_hostroot=/
+  rxe_share=$target
+  rxe_runs=$state
+  if [ -n "${rxe_stack-}" ] && [ "$rxe_stack" != bookworm ]; then
+    rxe_stack_prepare
+  else
+    rxe_stack=
+    rxe_kernel
+  fi
   rxe_initrd
+}
+
+# --- a stack (rxe-vm --stack NAME): the suite's root (scripts/stack-root builds it and cmsafe in
+# it), its kernel, and this clone's target/stacks/NAME/target as the guest's target/ ----------
+rxe_stack_prepare() {
+  stack_me=$rxe_me
+  # shellcheck source=scripts/stack-common.sh
+  . "$repo/scripts/stack-common.sh"
+  stack_init "$rxe_stack" "$repo"
+  rxe_hostroot=$("$repo/scripts/stack-root" "$rxe_stack") || exit 125
+  [ -d "$rxe_hostroot$repo" ] || rxe_die "$rxe_hostroot has no $repo to mount the repository on"
+  rxe_share=$stack_target
+  rxe_runs=$stack_target/rxe-vm
+  mkdir -p "$rxe_runs"
+  stack_apt_update
+  local kpkg dl p
+  kpkg=$(stack_apt apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  [ -n "$kpkg" ] || rxe_die "cannot find the kernel package of $stack_suite (linux-image-amd64's dependency)"
+  kver=${kpkg#linux-image-}
+  kroot=$state/kernel-$kver
+  [ -e "$kroot/.ready" ] && return 0
+  echo "$rxe_me: fetching $kpkg ($stack_suite)" >&2
+  # From 7.x the image package is empty: the kernel is in linux-binary-VER, the modules in
+  # linux-modules-VER (.ko.xz), with linux-base-VER; every package named *-VER it depends on.
+  local pkgs=("$kpkg")
+  for p in $(stack_apt apt-cache depends "$kpkg" 2>/dev/null | awk '$1 == "Depends:" {print $2}'); do
+    case "$p" in *-"$kver") pkgs+=("$p") ;; esac
+  done
+  dl=$(mktemp -d "$state/dl.XXXXXX")
+  rm -rf "$kroot" "$kroot.tmp.$$"
+  (cd "$dl" && stack_apt apt-get download "${pkgs[@]}" >/dev/null 2>&1) ||
+    rxe_die "apt-get download ${pkgs[*]} ($stack_suite) failed"
+  for p in "$dl"/*.deb; do dpkg-deb -x "$p" "$kroot.tmp.$$"; done
+  # 7.x's packages are merged-/usr: usr/lib/modules/VER, with the image as its vmlinuz.
+  if [ ! -d "$kroot.tmp.$$/lib/modules" ] && [ -d "$kroot.tmp.$$/usr/lib/modules" ]; then
+    mv "$kroot.tmp.$$/usr/lib/modules" "$kroot.tmp.$$/lib-modules"
+    mkdir -p "$kroot.tmp.$$/lib"
+    mv "$kroot.tmp.$$/lib-modules" "$kroot.tmp.$$/lib/modules"
+  fi
+  if [ ! -e "$kroot.tmp.$$/boot/vmlinuz-$kver" ] && [ -e "$kroot.tmp.$$/lib/modules/$kver/vmlinuz" ]; then
+    mkdir -p "$kroot.tmp.$$/boot"
+    mv "$kroot.tmp.$$/lib/modules/$kver/vmlinuz" "$kroot.tmp.$$/boot/vmlinuz-$kver"
+  fi
+  [ -e "$kroot.tmp.$$/boot/vmlinuz-$kver" ] || rxe_die "no boot/vmlinuz-$kver in ${pkgs[*]}"
+  depmod -b "$kroot.tmp.$$" "$kver"
+  rm -rf "$dl"
+  touch "$kroot.tmp.$$/.ready"
+  mv -T "$kroot.tmp.$$" "$kroot" 2>/dev/null || rm -rf "$kroot.tmp.$$" # another run won
 }
 
 # --- kernel: the version linux-image-amd64 points at, unpacked under target/rxe-vm -------------
@@ -51,6 +111,8 @@ rxe_kernel() {
 # What the guests need: Soft-RoCE and the CM stack, crc32 for rxe's ICRC (without crc32_generic
 # `rdma link add` fails), the dummy netdev (one guest), virtio-net and netem (two guests joined
 # by a link that tc can degrade), and virtio for the 9p shares and the output console.
+# A module a kernel does not have (crc32_generic is gone in 7.3: crc32 is in the library there)
+# is left out of that kernel's initramfs; compressed modules (.ko.xz, .ko.zst) go in unpacked.
 rxe_modules=(udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
              rdma_ucm crc32_generic dummy virtio_pci virtio_net sch_netem virtio_console
              9pnet_virtio 9p overlay)
@@ -64,9 +126,15 @@ rxe_initrd() {
   mkdir -p "$build"/{bin,proc,sys,dev,host,lib/modules}
   cp /bin/busybox "$build/bin/busybox"
   for m in "${rxe_modules[@]}"; do
-    modprobe -d "$kroot" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
+    if ! modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2>/dev/null; then
+      echo "$rxe_me: kernel $kver has no module $m: left out" >&2
+    fi | awk '$1 == "insmod" {print $2}'
   done | awk '!seen[$0]++' | while read -r ko; do
-    cp "$ko" "$build/lib/modules/"
+    case "$ko" in
+      *.ko.xz) xz -dc "$ko" >"$build/lib/modules/$(basename "$ko" .xz)"; ko=${ko%.xz} ;;
+      *.ko.zst) zstd -qdc "$ko" >"$build/lib/modules/$(basename "$ko" .zst)"; ko=${ko%.zst} ;;
+      *) cp "$ko" "$build/lib/modules/" ;;
+    esac
     basename "$ko" >>"$build/modules.order"
   done
   cat >"$build/init" <<'INIT'
@@ -85,6 +153,10 @@ tgt=$(arg target)
 name=$(arg host)
 repo=${tgt%/*}
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host
+# A stack: hostroot is the suite's root; the repository comes on its own share, at its path.
+if [ -n "$(arg stack)" ]; then
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 repo "/host$repo"
+fi
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
@@ -158,15 +230,19 @@ SETUP
 # --- qemu: the arguments every guest has (the caller adds its console and network) -------------
 # rxe_qemu_base RUN HOSTNAME CONSOLE_LOG: sets the array rxe_qemu.
 rxe_qemu_base() {
-  local run=$1 name=$2 console=$3
+  local run=$1 name=$2 console=$3 stack_args=() stack_cmdline=
+  if [ -n "${rxe_stack-}" ]; then
+    stack_args=(-virtfs "local,path=$repo,mount_tag=repo,readonly=on,security_model=none,multidevs=remap")
+    stack_cmdline=" rxevm.stack=$rxe_stack"
+  fi
   rxe_qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
             -no-reboot -display none -monitor none -nodefaults
             -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$initrd"
-            -append "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable rxevm.run=$run rxevm.target=$target rxevm.host=$name"
+            -append "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable rxevm.run=$run rxevm.target=$target rxevm.host=$name$stack_cmdline"
             -serial "file:$console"
-            -virtfs "local,path=/,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
-            -virtfs "local,path=$target,mount_tag=target,security_model=none,multidevs=remap"
-            -device virtio-serial-pci)
+            -virtfs "local,path=$rxe_hostroot,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
+            -virtfs "local,path=$rxe_share,mount_tag=target,security_model=none,multidevs=remap"
+            "${stack_args[@]}" -device virtio-serial-pci)
 }
 
 # rxe_report RUNDIR CONSOLE_LOG QEMU_STATUS WHAT ELAPSED: the guest's outcome on stderr, the
