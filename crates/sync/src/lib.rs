@@ -10,3 +10,6 @@
 //! Nothing here allocates, takes a lock or makes a system call unless its doc says so.
 
 mod shim;
+
+pub mod signal_queue;
+mod slot_cell;
