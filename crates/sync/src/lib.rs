@@ -11,5 +11,6 @@
 
 mod shim;
 
+pub mod page_state;
 pub mod signal_queue;
 mod slot_cell;
