@@ -12,5 +12,6 @@
 mod shim;
 
 pub mod page_state;
+pub mod saved_action;
 pub mod signal_queue;
 mod slot_cell;
