@@ -11,6 +11,7 @@
 
 mod shim;
 
+pub mod gone_channels;
 pub mod page_state;
 pub mod saved_action;
 pub mod signal_queue;
