@@ -263,10 +263,12 @@ impl State {
         };
         let kind = cmsafe::event::param_kind(cm.event, qp_type);
         // SAFETY: `kind` names the member librdmacm filled.
-        let pd_len = match kind {
-            cmsafe::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
-            cmsafe::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
-            cmsafe::event::ParamKind::MulticastContext => 0,
+        let pd_len = unsafe {
+            match kind {
+                cmsafe::event::ParamKind::Conn => cm.param.conn.private_data_len,
+                cmsafe::event::ParamKind::Ud => cm.param.ud.private_data_len,
+                cmsafe::event::ParamKind::MulticastContext => 0,
+            }
         };
         let owner = if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST && !cm.listen_id.is_null() {
             cm.listen_id as usize
