@@ -122,6 +122,7 @@ fn take_page(occupant: Occupant) -> Option<usize> {
 }
 
 fn base() -> Option<usize> {
+    // Acquire: pairs with the compare-and-swap below that published the mapping.
     let b = BASE.load(Ordering::Acquire);
     if b != 0 {
         return Some(b);
@@ -140,6 +141,8 @@ fn base() -> Option<usize> {
     if p == libc::MAP_FAILED {
         return None;
     }
+    // AcqRel: publishes our mapping (and the handler installed after it is ours to install);
+    // Acquire on failure: the winner's mapping, as above.
     match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             install_handler();
@@ -233,6 +236,7 @@ pub unsafe fn copy_to_page(
 /// Whether `ptr` is where a copy on one of our pages begins (live, acked or reused since): the
 /// program's pointer to one of audit mode's copies, never librdmacm's.
 pub fn is_page_copy(ptr: usize) -> bool {
+    // Acquire: as in `base`.
     let b = BASE.load(Ordering::Acquire);
     b != 0 && ptr >= b && ptr < b + PAGES * PAGE && (ptr - b) % PAGE == 0
 }
@@ -544,6 +548,7 @@ mod tests {
     static SEQ: AtomicU64 = AtomicU64::new(1 << 40);
 
     fn hold() -> usize {
+        // Relaxed: a unique number is all it gives.
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let p = take_page(Occupant {
             seq,

@@ -108,6 +108,7 @@ impl GoneChannels {
         channel: usize,
         still_gone: impl FnOnce() -> I,
     ) {
+        // Relaxed loads here and in `refill`: the writer reads its own stores.
         if !self.overflow.load(Ordering::Relaxed) {
             if let Some(s) = self
                 .slots
@@ -158,6 +159,8 @@ impl GoneChannels {
         // them.
         self.overflow.store(false, Ordering::Release);
     }
+
+    // The three below load Relaxed: a snapshot for the writer (its own stores) or a test.
 
     /// Which slot holds `channel` (tests and diagnostics).
     pub fn slot_of(&self, channel: usize) -> Option<usize> {
