@@ -237,7 +237,8 @@ c-tests: $(CTESTS)/cpp_events
 PRELOAD_TESTS       := target/preload-tests
 PRELOAD_TEST_FLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Ic-tests
 PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
-PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_never_acked misuse_double_ack \
+PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_use_after_ack_threads misuse_never_acked \
+        misuse_double_ack \
         misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \

@@ -41,6 +41,9 @@ fn var(name: &CStr) -> Option<String> {
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
+/// The settings. Forced by the first wrapped call, before its panic shield (`quietly`): its
+/// initializer must not panic (an unwind into C), so its one message is written by `say_err!`,
+/// which cannot.
 pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     let mode = match var(c"CMSAFE_MODE").as_deref().map(str::trim) {
         Some("safe") => Mode::Safe,
@@ -79,4 +82,81 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
 pub fn report_path(template: &str) -> CString {
     let path = template.replace("%p", &std::process::id().to_string());
     CString::new(path).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+
+    /// Set in the child the test runs: how its stderr fails ("pipe": given a pipe whose reader
+    /// is gone; "closed": it closes its fd 2 first; "open": it works).
+    const CHILD: &str = "CMSAFE_CONFIG_TEST_CHILD";
+    const NAME: &str = "config::tests::a_bogus_mode_with_a_failing_stderr_means_audit";
+
+    /// The child's part: forces the config (a panic there fails the child's run of the test)
+    /// and says the mode it chose on stdout.
+    fn child(how: &str) -> ! {
+        if how == "closed" {
+            // SAFETY: closing our own stderr descriptor.
+            unsafe { libc::close(2) };
+        }
+        let mode = CONFIG.mode;
+        println!("child: mode {mode:?}");
+        std::process::exit(0)
+    }
+
+    /// This test's binary, running this test alone as the child, with CMSAFE_MODE=bogus and
+    /// `stderr`: its exit status, stdout and stderr.
+    fn run_child(how: &str, stderr: Stdio) -> (Option<i32>, String, String) {
+        let out = Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, how)
+            .env("CMSAFE_MODE", "bogus")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .output()
+            .expect("the child runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// CMSAFE_MODE=bogus is said on stderr and means audit (the documented fallback), and when
+    /// stderr fails (EPIPE, EBADF) the config is still made, in audit mode, with no panic: the
+    /// config is first forced outside any panic shield, so a panic there would unwind into the
+    /// C program. (The test binary ignores SIGPIPE, as a C service that writes to sockets does:
+    /// the write fails with EPIPE instead of killing it.)
+    #[test]
+    fn a_bogus_mode_with_a_failing_stderr_means_audit() {
+        if let Ok(how) = std::env::var(CHILD) {
+            child(&how);
+        }
+        let (code, out, err) = run_child("open", Stdio::piped());
+        assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
+        assert!(out.contains("child: mode Audit"), "stdout: {out}");
+        assert!(
+            err.contains("==cmsafe== CMSAFE_MODE=\"bogus\" is not audit, safe or off: using audit"),
+            "stderr: {err}"
+        );
+
+        let mut fds = [0; 2];
+        // SAFETY: pipe2(2) with a valid array of two descriptors.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: two fresh descriptors we own.
+        let (reader, writer) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(reader);
+        let (code, out, _) = run_child("pipe", Stdio::from(writer));
+        assert_eq!(code, Some(0), "stderr a pipe without reader: stdout: {out}");
+        assert!(out.contains("child: mode Audit"), "stdout: {out}");
+
+        let (code, out, _) = run_child("closed", Stdio::null());
+        assert_eq!(code, Some(0), "stderr closed: stdout: {out}");
+        assert!(out.contains("child: mode Audit"), "stdout: {out}");
+    }
 }

@@ -7,10 +7,13 @@
 //! Acked pages wait in quarantine (FIFO, managed by the tracker) before reuse: a read of a page
 //! that was reused for a newer event cannot be told from a legitimate one.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_event_type};
 use cmsafe_core::event::{param_kind, ParamKind};
+use cmsafe_sync::page_state::{self, Occupant, PageState};
+use cmsafe_sync::saved_action::{SavedAction, Sigaction};
+use cmsafe_sync::signal_queue::SignalQueue;
 
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
@@ -20,18 +23,11 @@ pub const PAGES: usize = 65536;
 /// Where a copy's private data starts in its page (after the 80-byte rdma_cm_event).
 const PDATA_OFFSET: usize = 128;
 
-const FREE: u8 = 0;
-const LIVE: u8 = 1;
-const ACKED: u8 = 2;
-/// Acked, and made readable again by the fault handler after a use-after-ack.
-const REOPENED: u8 = 3;
-
 static BASE: AtomicUsize = AtomicUsize::new(0);
-// Read by the signal handler: plain atomics, no locks.
-static STATE: [AtomicU8; PAGES] = [const { AtomicU8::new(FREE) }; PAGES];
-static SEQ: [AtomicU64; PAGES] = [const { AtomicU64::new(0) }; PAGES];
-static TYPE: [AtomicU32; PAGES] = [const { AtomicU32::new(0) }; PAGES];
-static ID: [AtomicUsize; PAGES] = [const { AtomicUsize::new(0) }; PAGES];
+/// Each page's state, its event's sequence number, type and id: read by the signal handler, so
+/// atomics only, no lock (cmsafe_sync::page_state says who changes what, and the protection a
+/// page has in each state).
+static STATES: [PageState; PAGES] = [const { PageState::new() }; PAGES];
 
 /// Pages are taken in ring order, so they leave quarantine in the order they are wanted again,
 /// and the free pages ahead of the cursor are made writable in runs: one mprotect for up to
@@ -70,16 +66,13 @@ impl Ring {
         for _ in 0..self.limit {
             let p = self.cursor;
             if p >= self.opened_end {
-                if STATE[p].load(Ordering::Acquire) != FREE {
+                if !STATES[p].is_free() {
                     self.advance();
                     self.opened_end = self.cursor;
                     continue;
                 }
                 let mut n = 1;
-                while n < OPEN_RUN
-                    && p + n < self.limit
-                    && STATE[p + n].load(Ordering::Acquire) == FREE
-                {
+                while n < OPEN_RUN && p + n < self.limit && STATES[p + n].is_free() {
                     n += 1;
                 }
                 if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
@@ -103,12 +96,19 @@ impl Ring {
     }
 }
 
-/// The next free page, writable; None when every page is live or in quarantine.
-fn take_page() -> Option<usize> {
+/// The next free page, writable, taken (LIVE) for the event `occupant`; None when every page is
+/// live or in quarantine.
+fn take_page(occupant: Occupant) -> Option<usize> {
     let mut r = RING_PAGES.lock();
     loop {
         match r.lap() {
-            Lap::Found(p) => return Some(p),
+            // Only the ring moves a page out of FREE, under this lock: the take succeeds (a
+            // page that did not would be left to a later lap).
+            Lap::Found(p) => {
+                if STATES[p].take(occupant.seq, occupant.event_type, occupant.id) {
+                    return Some(p);
+                }
+            }
             Lap::Failed => return None,
             Lap::Full if r.limit >= PAGES => return None,
             Lap::Full => {
@@ -122,6 +122,7 @@ fn take_page() -> Option<usize> {
 }
 
 fn base() -> Option<usize> {
+    // Acquire: pairs with the compare-and-swap below that published the mapping.
     let b = BASE.load(Ordering::Acquire);
     if b != 0 {
         return Some(b);
@@ -140,6 +141,8 @@ fn base() -> Option<usize> {
     if p == libc::MAP_FAILED {
         return None;
     }
+    // AcqRel: publishes our mapping (and the handler installed after it is ours to install);
+    // Acquire on failure: the winner's mapping, as above.
     match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             install_handler();
@@ -188,7 +191,14 @@ pub unsafe fn copy_to_page(
     seq: u64,
 ) -> Option<(u32, *mut rdma_cm_event)> {
     let b = base()?;
-    let page = take_page()? as u32;
+    // SAFETY: `raw` is valid (caller).
+    let (event_type, id) = unsafe { ((*raw).event, (*raw).id as usize) };
+    let occupant = Occupant {
+        seq,
+        event_type,
+        id,
+    };
+    let page = take_page(occupant)? as u32;
     let at = b + page as usize * PAGE;
     let copy = at as *mut rdma_cm_event;
     // SAFETY: the page is ours and writable; `raw` is valid (caller); the struct is plain data.
@@ -220,34 +230,32 @@ pub unsafe fn copy_to_page(
             }
         }
     }
-    SEQ[page as usize].store(seq, Ordering::Relaxed);
-    // SAFETY: `raw` is valid.
-    TYPE[page as usize].store(unsafe { (*raw).event }, Ordering::Relaxed);
-    // SAFETY: `raw` is valid.
-    ID[page as usize].store(unsafe { (*raw).id } as usize, Ordering::Relaxed);
-    STATE[page as usize].store(LIVE, Ordering::Release);
     Some((page, copy))
 }
 
 /// Whether `ptr` is where a copy on one of our pages begins (live, acked or reused since): the
 /// program's pointer to one of audit mode's copies, never librdmacm's.
 pub fn is_page_copy(ptr: usize) -> bool {
+    // Acquire: as in `base`.
     let b = BASE.load(Ordering::Acquire);
     b != 0 && ptr >= b && ptr < b + PAGES * PAGE && (ptr - b) % PAGE == 0
 }
 
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
-    STATE[page as usize].store(ACKED, Ordering::Release);
-    protect(page as usize, 1, libc::PROT_NONE);
+    // Closed only when it was LIVE: a page in any other state is not this event's any more.
+    if STATES[page as usize].seal() {
+        protect(page as usize, 1, libc::PROT_NONE);
+    }
 }
 
 /// The page left quarantine: it may hold another event. It stays inaccessible until then.
 pub fn recycle(page: u32) {
-    // Sealed at its ack; only a page the fault handler opened again needs closing.
-    if STATE[page as usize].swap(FREE, Ordering::AcqRel) == REOPENED {
+    // Sealed at its ack; a page the fault handler opened again is closed before it is freed,
+    // so that no new event can take it in between and have it closed under its copy.
+    STATES[page as usize].recycle(|| {
         protect(page as usize, 1, libc::PROT_NONE);
-    }
+    });
 }
 
 // --- faults ---------------------------------------------------------------------------------
@@ -268,66 +276,74 @@ pub struct Fault {
 
 pub const STACK: usize = 12;
 
-const RING: usize = 256;
-static RING_SEQ: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
-static RING_TYPE: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
-static RING_ID: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
-static RING_CODE: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
-static RING_DATA: [AtomicUsize; RING] = [const { AtomicUsize::new(0) }; RING];
-static RING_THREAD: [AtomicU32; RING] = [const { AtomicU32::new(0) }; RING];
-static RING_STACK: [[AtomicUsize; STACK]; RING] =
-    [const { [const { AtomicUsize::new(0) }; STACK] }; RING];
-static RING_HEAD: AtomicUsize = AtomicUsize::new(0);
-static RING_TAIL: AtomicUsize = AtomicUsize::new(0);
+/// Faults recorded by the signal handler of any thread, drained by any thread's next wrapped
+/// call: a queue with many producers and many consumers, fit for a signal handler.
+static FAULTS: SignalQueue<Fault, 256> = SignalQueue::new();
 
 /// Whether a fault was recorded since the last drain: two loads, for every call's hot path.
 #[inline]
 pub fn faults_pending() -> bool {
-    RING_HEAD.load(Ordering::Acquire) != RING_TAIL.load(Ordering::Relaxed)
+    FAULTS.maybe_pending()
 }
 
-/// The faults recorded since the last call.
-pub fn drain_faults() -> Vec<Fault> {
-    let head = RING_HEAD.load(Ordering::Acquire);
-    let mut tail = RING_TAIL.load(Ordering::Relaxed);
+/// The faults recorded since the last call, and how many could not be recorded since (the queue
+/// was full; each was still said on stderr).
+pub fn drain_faults() -> (Vec<Fault>, u64) {
     let mut out = Vec::new();
-    while tail < head {
-        let i = tail % RING;
-        out.push(Fault {
-            seq: RING_SEQ[i].load(Ordering::Relaxed),
-            event_type: RING_TYPE[i].load(Ordering::Relaxed),
-            id: RING_ID[i].load(Ordering::Relaxed),
-            code_addr: RING_CODE[i].load(Ordering::Relaxed),
-            data_addr: RING_DATA[i].load(Ordering::Relaxed),
-            thread: RING_THREAD[i].load(Ordering::Relaxed) as i32,
-            stack: std::array::from_fn(|k| RING_STACK[i][k].load(Ordering::Relaxed)),
-        });
-        tail += 1;
+    while let Some(f) = FAULTS.pop() {
+        out.push(f);
     }
-    RING_TAIL.store(tail, Ordering::Relaxed);
-    out
+    (out, FAULTS.take_lost())
 }
 
-static mut PREVIOUS: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::zeroed();
+/// The action SIGSEGV had before ours: what faults that are not ours are handed to.
+static PREVIOUS: SavedAction<libc::sigaction> = SavedAction::new();
+
+/// sigaction(2) for SIGSEGV.
+struct Segv;
+
+impl Sigaction for Segv {
+    type Action = libc::sigaction;
+
+    fn current(&mut self) -> libc::sigaction {
+        // SAFETY: all-zero is a valid sigaction (SIG_DFL); sigaction(2) with a valid out
+        // pointer and no new action only reads.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old);
+            old
+        }
+    }
+
+    fn replace(&mut self, new: &libc::sigaction) -> libc::sigaction {
+        // SAFETY: as above, with a valid new action.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGSEGV, new, &mut old);
+            old
+        }
+    }
+
+    fn same(a: &libc::sigaction, b: &libc::sigaction) -> bool {
+        a.sa_sigaction == b.sa_sigaction && a.sa_flags == b.sa_flags
+    }
+}
 
 fn install_handler() {
     // backtrace(3) loads the unwinder on its first call: do it now, not inside the handler.
     let mut warm = [std::ptr::null_mut(); 2];
     // SAFETY: a writable array of the given size.
     unsafe { libc::backtrace(warm.as_mut_ptr(), 2) };
-    // SAFETY: all-zero is a valid sigaction; sigaction(2) with valid pointers. PREVIOUS is written
-    // once here, before our handler can run (sigaction publishes it to the kernel after).
-    unsafe {
+    // SAFETY: all-zero is a valid sigaction; sigemptyset on our own mask.
+    let ours = unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_segv as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(
-            libc::SIGSEGV,
-            &sa,
-            std::ptr::addr_of_mut!(PREVIOUS).cast::<libc::sigaction>(),
-        );
-    }
+        sa
+    };
+    // The previous action is saved and published before ours is installed (saved_action's doc).
+    PREVIOUS.install(&mut Segv, &ours);
 }
 
 extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -335,11 +351,26 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
     let saved_errno = errno();
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
+    // Acquire: the reservation's address was published (Release) after it was mapped.
     let b = BASE.load(Ordering::Acquire);
     if b != 0 && addr >= b && addr < b + PAGES * PAGE {
         let page = (addr - b) / PAGE;
-        if STATE[page].load(Ordering::Acquire) != LIVE && SEQ[page].load(Ordering::Relaxed) != 0 {
-            record_fault(page, addr, code_addr(ctx));
+        let open = match STATES[page].fault() {
+            page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
+                record_fault(o, addr, code_addr(ctx));
+                true
+            }
+            // Another fault's finding; the page may have been closed after it opened it.
+            page_state::Fault::AlreadyOpen => true,
+            // Taken for a new event since the fault, and open: the access is retried.
+            page_state::Fault::Live => false,
+            page_state::Fault::NeverUsed => {
+                chain(sig, info, ctx);
+                set_errno(saved_errno);
+                return;
+            }
+        };
+        if open {
             // SAFETY: a page of our reservation; mprotect is async-signal-safe on Linux.
             unsafe {
                 libc::mprotect(
@@ -348,41 +379,32 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
                     libc::PROT_READ | libc::PROT_WRITE,
                 )
             };
-            STATE[page].store(REOPENED, Ordering::Release);
-            set_errno(saved_errno);
-            return;
         }
+        set_errno(saved_errno);
+        return;
     }
     chain(sig, info, ctx);
     set_errno(saved_errno);
 }
 
-fn record_fault(page: usize, data_addr: usize, code: usize) {
-    let i = RING_HEAD.load(Ordering::Relaxed);
-    let seq = SEQ[page].load(Ordering::Relaxed);
-    let ty = TYPE[page].load(Ordering::Relaxed);
+fn record_fault(o: Occupant, data_addr: usize, code: usize) {
     // SAFETY: gettid is async-signal-safe.
     let tid = unsafe { libc::gettid() };
-    if i - RING_TAIL.load(Ordering::Relaxed) < RING {
-        let s = i % RING;
-        RING_SEQ[s].store(seq, Ordering::Relaxed);
-        RING_TYPE[s].store(ty, Ordering::Relaxed);
-        RING_ID[s].store(ID[page].load(Ordering::Relaxed), Ordering::Relaxed);
-        RING_CODE[s].store(code, Ordering::Relaxed);
-        RING_DATA[s].store(data_addr, Ordering::Relaxed);
-        RING_THREAD[s].store(tid as u32, Ordering::Relaxed);
-        let mut frames = [std::ptr::null_mut(); STACK];
-        // SAFETY: the unwinder was loaded at install time; unwinding through the signal frame is
-        // what crash reporters do with it.
-        let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
-        for (k, slot) in RING_STACK[s].iter().enumerate() {
-            slot.store(
-                if k < n { frames[k] as usize } else { 0 },
-                Ordering::Relaxed,
-            );
-        }
-        RING_HEAD.store(i + 1, Ordering::Release);
-    }
+    let mut frames = [std::ptr::null_mut(); STACK];
+    // SAFETY: the unwinder was loaded at install time; unwinding through the signal frame is
+    // what crash reporters do with it.
+    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
+    // A full queue counts it (drain_faults); the line below is said either way.
+    let _ = FAULTS.push(Fault {
+        seq: o.seq,
+        event_type: o.event_type,
+        id: o.id,
+        code_addr: code,
+        data_addr,
+        thread: tid,
+        stack: std::array::from_fn(|k| if k < n { frames[k] as usize } else { 0 }),
+    });
+    let (seq, ty) = (o.seq, o.event_type);
     // Said at once: the program may crash for other reasons before the report is written.
     let mut line = SignalLine::new();
     line.push(b"==cmsafe== use-after-ack: seq=");
@@ -390,7 +412,7 @@ fn record_fault(page: usize, data_addr: usize, code: usize) {
     line.push(b" type=");
     line.push(cmsafe_core::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
     line.push(b" id=");
-    line.push_hex(ID[page].load(Ordering::Relaxed) as u64);
+    line.push_hex(o.id as u64);
     line.push(b" thread=");
     line.push_dec(tid as u64);
     line.push(b": read of the event at ");
@@ -419,9 +441,9 @@ fn code_addr(_ctx: *mut libc::c_void) -> usize {
 
 /// Hands a fault that is not ours to the handler installed before ours.
 fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: PREVIOUS was written before our handler was installed and is never written again.
-    let prev = unsafe { std::ptr::addr_of!(PREVIOUS).read().assume_init() };
-    let handler = prev.sa_sigaction;
+    // Saved before ours was installed; None cannot be, and would mean the default action.
+    let prev = PREVIOUS.get();
+    let handler = prev.map_or(libc::SIG_DFL, |p| p.sa_sigaction);
     if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
         // Restore the default action; returning re-runs the faulting access, which now
         // terminates the process as it would have without us.
@@ -434,7 +456,7 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         }
         return;
     }
-    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+    if prev.is_some_and(|p| p.sa_flags & libc::SA_SIGINFO != 0) {
         // SAFETY: the program registered this function as an SA_SIGINFO handler.
         let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
             unsafe { std::mem::transmute(handler) };
@@ -519,16 +541,29 @@ impl SignalLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cmsafe_sync::page_state::Phase;
+    use std::sync::atomic::AtomicU64;
+
+    /// Sequence numbers of the tests' events: tests share the process's pages.
+    static SEQ: AtomicU64 = AtomicU64::new(1 << 40);
 
     fn hold() -> usize {
-        let p = take_page().expect("a free page");
-        STATE[p].store(LIVE, Ordering::Release);
+        // Relaxed: a unique number is all it gives.
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let p = take_page(Occupant {
+            seq,
+            event_type: 4,
+            id: 0x1230,
+        })
+        .expect("a free page");
+        assert_eq!(STATES[p].phase(), (Phase::Live, seq));
         p
     }
 
     fn release(p: usize) {
-        STATE[p].store(ACKED, Ordering::Release);
+        seal(p as u32);
         recycle(p as u32);
+        assert!(STATES[p].is_free());
     }
 
     fn limit() -> usize {

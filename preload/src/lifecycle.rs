@@ -41,7 +41,7 @@ extern "C" fn at_exit() {
             guard.as_mut().and_then(|s| s.finish(lines))
         };
         if let Some(s) = summary {
-            crate::cancel::uncancellable(|| eprint!("{s}"));
+            crate::cancel::write_stderr(format_args!("{s}"));
         }
     });
 }

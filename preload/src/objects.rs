@@ -6,112 +6,11 @@
 //! from malloc as a new id or channel, and every way one is made (rdma_create_id,
 //! rdma_create_event_channel, a CONNECT_REQUEST's new id) clears its destroyed mark.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use cmsafe_core::recent::Recent;
 use cmsafe_core::PtrMap;
-
-/// Destroyed channels mirrored for the lock-free check (`GoneChannels`).
-const MIRRORED: usize = 8;
-
-/// The destroyed channels, readable without the tracker's lock, so that rdma_get_cm_event, the
-/// hot path, and rdma_create_id take the lock for the check only when their channel may be one:
-/// every process has one destroyed channel from the start (librdmacm's set-up makes and
-/// destroys a probe id, and its channel), and few programs destroy many. While at most
-/// `MIRRORED` are remembered each has a slot, and a slot never moves while it holds one, so a
-/// reader never misses one that moved; past that `overflow` sends every check to the lock.
-/// `bits` summarises the slots (one bit per channel, all of them in overflow), so that most
-/// checks end at one load instead of a scan of every slot. Written only under the tracker's lock.
-pub struct GoneChannels {
-    slots: [AtomicUsize; MIRRORED],
-    overflow: AtomicBool,
-    bits: AtomicU64,
-}
-
-/// A channel's bit in `GoneChannels::bits`: channels are malloc'd, 16-byte aligned.
-fn bit(channel: usize) -> u64 {
-    1 << ((channel >> 4 ^ channel >> 10) & 63)
-}
-
-impl GoneChannels {
-    pub const fn new() -> Self {
-        GoneChannels {
-            slots: [const { AtomicUsize::new(0) }; MIRRORED],
-            overflow: AtomicBool::new(false),
-            bits: AtomicU64::new(0),
-        }
-    }
-
-    /// False only when `channel` is surely not a destroyed one (0 is never a channel).
-    #[inline]
-    pub fn may_hold(&self, channel: usize) -> bool {
-        // Acquire: a bit set after its slot was written shows the slot too.
-        self.bits.load(Ordering::Acquire) & bit(channel) != 0
-            && (self.overflow.load(Ordering::Acquire)
-                || self
-                    .slots
-                    .iter()
-                    .any(|s| s.load(Ordering::Relaxed) == channel))
-    }
-
-    /// `bits` again from the slots, after they changed.
-    fn summarise(&self) {
-        let bits = if self.overflow.load(Ordering::Relaxed) {
-            u64::MAX
-        } else {
-            self.slots
-                .iter()
-                .map(|s| s.load(Ordering::Relaxed))
-                .filter(|&c| c != 0)
-                .fold(0, |b, c| b | bit(c))
-        };
-        self.bits.store(bits, Ordering::Release);
-    }
-
-    fn add(&self, channel: usize) {
-        if self.overflow.load(Ordering::Relaxed) {
-            return;
-        }
-        match self.slots.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
-            Some(s) => s.store(channel, Ordering::Release),
-            None => self.overflow.store(true, Ordering::Release),
-        }
-        self.summarise();
-    }
-
-    /// After `channel` left the set `now` (made again).
-    fn removed(&self, channel: usize, now: &Gone) {
-        if !self.overflow.load(Ordering::Relaxed) {
-            if let Some(s) = self
-                .slots
-                .iter()
-                .find(|s| s.load(Ordering::Relaxed) == channel)
-            {
-                s.store(0, Ordering::Release);
-            }
-        } else if now.marks.len() <= MIRRORED {
-            // Refilled while `overflow` still sends readers to the lock, then opened. A channel
-            // still in its slot stays there: a reader that loaded `overflow` before it was set
-            // may still be scanning, and must not find it gone from one slot and not yet in
-            // another.
-            for s in &self.slots {
-                if !now.contains(s.load(Ordering::Relaxed)) {
-                    s.store(0, Ordering::Relaxed);
-                }
-            }
-            for key in now.marks.keys() {
-                if self.slots.iter().any(|s| s.load(Ordering::Relaxed) == key) {
-                    continue;
-                }
-                if let Some(s) = self.slots.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
-                    s.store(key, Ordering::Relaxed);
-                }
-            }
-            self.overflow.store(false, Ordering::Release);
-        }
-        self.summarise();
-    }
-}
+use cmsafe_sync::gone_channels::GoneChannels;
 
 /// True when no object of this process can be at `p`: the first page is never mapped, and on
 /// x86-64 no user-space address reaches bit 56 (the top of user space with 5-level paging; with
@@ -129,7 +28,9 @@ pub fn cannot_be_object(p: usize) -> bool {
     }
 }
 
-/// The process's destroyed channels, for `ids::channel_may_be_gone`.
+/// The process's destroyed channels, for `ids::channel_may_be_gone`: mirrored from the tracker's
+/// set for a check that takes no lock (cmsafe_sync::gone_channels), written only under the
+/// tracker's lock.
 pub static GONE_CHANNELS: GoneChannels = GoneChannels::new();
 
 /// Buckets of `GoneIds`.
@@ -350,7 +251,8 @@ impl Objects {
     pub fn channel_created(&mut self, channel: usize, internal: bool) {
         if self.gone_channels.contains(channel) {
             self.gone_channels.remove(channel);
-            self.mirror.removed(channel, &self.gone_channels);
+            let now = &self.gone_channels;
+            self.mirror.removed(channel, || now.marks.keys());
         }
         self.channels.insert(channel, internal);
     }
@@ -386,6 +288,11 @@ impl Objects {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cmsafe_sync::gone_channels::SLOTS as MIRRORED;
+
+    fn bit(channel: usize) -> u64 {
+        GoneChannels::bit(channel)
+    }
 
     /// Objects with a mirror of their own: tests run in parallel, and the process's mirror is
     /// written only under the tracker's lock.
@@ -403,10 +310,7 @@ mod tests {
 
     /// Where `channel` is in `mirror`'s slots.
     fn slot_of(mirror: &GoneChannels, channel: usize) -> Option<usize> {
-        mirror
-            .slots
-            .iter()
-            .position(|s| s.load(Ordering::Relaxed) == channel)
+        mirror.slot_of(channel)
     }
 
     #[test]
@@ -532,7 +436,7 @@ mod tests {
     fn the_summary_bits_follow_the_slots() {
         let mirror: &'static GoneChannels = Box::leak(Box::new(GoneChannels::new()));
         let mut o = Objects::mirrored_in(64, mirror, own_ids());
-        let bits = || mirror.bits.load(Ordering::Relaxed);
+        let bits = || mirror.bits();
         assert_eq!(bits(), 0, "nothing destroyed: every check ends at the bits");
         let (a, b) = (0x7010, 0x7020);
         assert_ne!(bit(a), bit(b));
@@ -577,7 +481,7 @@ mod tests {
         for c in [0x9100, 0x9200] {
             o.channel_created(c, false);
         }
-        assert!(!mirror.overflow.load(Ordering::Relaxed));
+        assert!(!mirror.in_overflow());
         let after: Vec<Option<usize>> = first.iter().map(|&c| slot_of(mirror, c)).collect();
         assert_eq!(
             after, places,
@@ -590,7 +494,7 @@ mod tests {
         o.channel_destroyed(0x9400);
         o.channel_created(first[0], false);
         o.channel_created(0x9400, false);
-        assert!(!mirror.overflow.load(Ordering::Relaxed));
+        assert!(!mirror.in_overflow());
         assert_eq!(slot_of(mirror, first[0]), None);
         assert_eq!(slot_of(mirror, 0x9300), places[0]);
         let rest: Vec<Option<usize>> = first[1..].iter().map(|&c| slot_of(mirror, c)).collect();

@@ -76,6 +76,9 @@ pub struct State {
     cancelled_total: u64,
     /// Ids and channels: created, destroyed, rejected.
     objects: Objects,
+    /// Use-after-ack faults said on stderr but not recorded: the signal handler's queue was
+    /// full. Counted at exit.
+    faults_lost: u64,
 }
 
 /// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
@@ -142,6 +145,7 @@ fn new_state(cfg: &Config) -> State {
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
         objects: Objects::new(cfg.rejected_ids),
+        faults_lost: 0,
     }
 }
 
@@ -215,7 +219,9 @@ impl State {
     /// Faults the signal handler recorded (`guard::faults_pending`), as findings.
     #[cold]
     fn absorb_faults(&mut self) {
-        for fault in guard::drain_faults() {
+        let (faults, lost) = guard::drain_faults();
+        self.faults_lost += lost;
+        for fault in faults {
             // Already said on stderr by the signal handler.
             let f = Finding {
                 kind: Kind::UseAfterAck,
@@ -256,12 +262,13 @@ impl State {
             unsafe { (*cm.id).qp_type }
         };
         let kind = cmsafe_core::event::param_kind(cm.event, qp_type);
-        let pd_len = match kind {
-            // SAFETY: `kind` names the member librdmacm filled.
-            cmsafe_core::event::ParamKind::Conn => unsafe { cm.param.conn.private_data_len },
-            // SAFETY: as above.
-            cmsafe_core::event::ParamKind::Ud => unsafe { cm.param.ud.private_data_len },
-            cmsafe_core::event::ParamKind::MulticastContext => 0,
+        // SAFETY: `kind` names the member librdmacm filled.
+        let pd_len = unsafe {
+            match kind {
+                cmsafe_core::event::ParamKind::Conn => cm.param.conn.private_data_len,
+                cmsafe_core::event::ParamKind::Ud => cm.param.ud.private_data_len,
+                cmsafe_core::event::ParamKind::MulticastContext => 0,
+            }
         };
         let owner = if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST && !cm.listen_id.is_null() {
             cm.listen_id as usize
@@ -732,6 +739,10 @@ impl State {
     /// At exit: events never acked, the report's event records, and the summary, with `extra`
     /// (the completion events' line) after its counts.
     pub fn finish(&mut self, extra: Option<String>) -> Option<String> {
+        // Faults since the program's last call: into the report and the counts.
+        if guard::faults_pending() {
+            self.absorb_faults();
+        }
         let mut leftover: Vec<usize> = self
             .live
             .iter()
@@ -786,6 +797,12 @@ impl State {
                 self.cancelled_total
             ));
         }
+        if self.faults_lost > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {}\n",
+                self.faults_lost
+            ));
+        }
         let left = self.objects.leftover();
         if left.ids > 0 || left.channels > 0 {
             s.push_str(&format!(
@@ -807,6 +824,7 @@ impl State {
         self.findings.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
+        self.faults_lost = 0;
         let report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
             ReportFile::new(crate::config::report_path(t))
         });

@@ -12,11 +12,24 @@
 //! - [`SlotRefs`]: a pooled slot's references, to its event and to its buffer, in one word.
 //! - [`TimedLock`]: a futex lock word whose acquisition can give up at a [`Deadline`] (it
 //!   sleeps in futex(2): the one part here that makes system calls).
+//! - [`signal_queue::SignalQueue`]: a bounded MPMC queue a signal handler may push to (audit's
+//!   use-after-ack findings).
+//! - [`page_state::PageState`]: the life of one of audit's guarded pages, by compare-and-swap.
+//! - [`saved_action::SavedAction`]: the previous signal action, saved before ours is installed.
+//! - [`gone_channels::GoneChannels`]: destroyed event channels, for a check that takes no lock.
+//!
+//! `shim` picks the atomics; `slot_cell` the cell whose accesses loom checks for races.
 
 mod futex;
 mod lock;
 mod refs;
 mod shim;
+mod slot_cell;
+
+pub mod gone_channels;
+pub mod page_state;
+pub mod saved_action;
+pub mod signal_queue;
 
 pub use lock::{Deadline, TimedLock};
 pub use refs::{Released, SlotRefs};
