@@ -234,3 +234,14 @@ int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
     fprintf(stderr, "rdma_accept: %s\n", strerror(errno));
     return -1;
 }
+
+#ifdef __SANITIZE_THREAD__
+/* The ThreadSanitizer builds of the tests (NAME_tsan): read by the TSan runtime at start-up, so
+ * that librdmacm and libibverbs, built without TSan, are not judged; TSAN_OPTIONS can still
+ * override. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "ignore_noninstrumented_modules=1";
+}
+#endif

@@ -61,15 +61,6 @@ static void *read_loop(void *arg)
     return NULL;
 }
 
-#ifdef __SANITIZE_THREAD__
-/* Read by the TSan runtime at start-up; TSAN_OPTIONS can still override. */
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-    return "ignore_noninstrumented_modules=1";
-}
-#endif
-
 int main(int argc, char **argv)
 {
     int tsan = strstr(program_invocation_short_name, "tsan") != NULL;

@@ -191,15 +191,6 @@ static void *handle_loop(void *arg)
     return NULL;
 }
 
-#ifdef __SANITIZE_THREAD__
-/* Read by the TSan runtime at start-up; TSAN_OPTIONS can still override. */
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-    return "ignore_noninstrumented_modules=1";
-}
-#endif
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
