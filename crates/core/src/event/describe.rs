@@ -4,12 +4,24 @@ use std::ffi::CStr;
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
+use once_cell::sync::OnceCell;
+
 use super::Event;
 use crate::status::{reject_reason_name, StatusKind};
 
-extern "C" {
-    // glibc >= 2.32; the libc crate does not bind it.
-    fn strerrorname_np(errnum: libc::c_int) -> *const libc::c_char;
+/// glibc's `strerrorname_np` (2.32 and later; the libc crate does not bind it).
+type ErrnoName = unsafe extern "C" fn(libc::c_int) -> *const libc::c_char;
+
+/// Looked up once at run time, not linked: a library built against glibc 2.32 or later must
+/// still load where glibc is older (Debian 11 has 2.31), and says the message alone there.
+fn strerrorname_np() -> Option<ErrnoName> {
+    static NAME: OnceCell<Option<ErrnoName>> = OnceCell::new();
+    *NAME.get_or_init(|| {
+        // SAFETY: dlsym(3) with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"strerrorname_np".as_ptr()) };
+        // SAFETY: glibc's strerrorname_np has exactly this signature.
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, ErrnoName>(f) })
+    })
 }
 
 pub(super) fn line(ev: &Event) -> String {
@@ -53,7 +65,7 @@ pub(crate) fn status_text(kind: StatusKind, status: i32) -> String {
 
 fn errno_text(errno: i32) -> String {
     // SAFETY: strerrorname_np returns NULL or a static string.
-    let name = unsafe { strerrorname_np(errno) };
+    let name = strerrorname_np().map_or(std::ptr::null(), |f| unsafe { f(errno) });
     let message = std::io::Error::from_raw_os_error(errno).to_string();
     let message = message.split(" (os error").next().unwrap_or("").to_string();
     if name.is_null() {
@@ -96,5 +108,24 @@ pub(crate) fn socket_addr(sa: &libc::sockaddr) -> Option<SocketAddr> {
             )))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// glibc 2.36 here: strerrorname_np is found at run time and names the errno.
+    #[test]
+    fn an_errno_status_is_named_and_explained() {
+        assert_eq!(
+            status_text(StatusKind::Errno, -libc::ETIMEDOUT),
+            "-110 (ETIMEDOUT: Connection timed out)"
+        );
+        assert_eq!(
+            status_text(StatusKind::IwarpReject, -libc::ECONNREFUSED),
+            "-111 (ECONNREFUSED: Connection refused)"
+        );
+        assert_eq!(status_text(StatusKind::Ok, 0), "0 (ok)");
     }
 }
