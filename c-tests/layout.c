@@ -1,11 +1,13 @@
-/* Prints the size and offset of every rdma_cm_event field cmsafe copies, as the C compiler sees
- * librdmacm's header; tests/layout.rs compares them with rdma-sys's hand-written Rust structs. */
+/* Prints the size and offset of every librdmacm field and the value of every constant cmsafe relies
+ * on, as the C compiler sees librdmacm's header; tests/layout.rs compares them with cmsafe's own
+ * hand-written Rust bindings (crates/core/src/cm/sys.rs). */
 #include <stddef.h>
 #include <stdio.h>
 #include <rdma/rdma_cma.h>
 
 #define SIZE(t) printf("size %s %zu\n", #t, sizeof(t))
 #define OFF(t, f) printf("offset %s.%s %zu\n", #t, #f, offsetof(t, f))
+#define VAL(c) printf("value %s %zu\n", #c, (size_t)(c))
 
 int main(void)
 {
@@ -52,11 +54,59 @@ int main(void)
     SIZE(union ibv_gid);
     SIZE(struct rdma_cm_id);
     OFF(struct rdma_cm_id, verbs);
+    OFF(struct rdma_cm_id, channel);
+    OFF(struct rdma_cm_id, context);
+    OFF(struct rdma_cm_id, qp);
     OFF(struct rdma_cm_id, route);
     OFF(struct rdma_cm_id, ps);
+    OFF(struct rdma_cm_id, port_num);
+    OFF(struct rdma_cm_id, event);
+    OFF(struct rdma_cm_id, pd);
     OFF(struct rdma_cm_id, qp_type);
     SIZE(struct rdma_route);
     OFF(struct rdma_route, addr);
+    OFF(struct rdma_route, path_rec);
+    OFF(struct rdma_route, num_paths);
     SIZE(struct rdma_addr);
+    OFF(struct rdma_addr, src_storage);
+    OFF(struct rdma_addr, dst_storage);
+    OFF(struct rdma_addr, addr);
+    SIZE(struct rdma_event_channel);
+    OFF(struct rdma_event_channel, fd);
+    OFF(struct ibv_context, device);
+    OFF(struct ibv_device, transport_type);
+    SIZE(struct ibv_qp_cap);
+    OFF(struct ibv_qp_cap, max_recv_sge);
+    SIZE(struct ibv_qp_init_attr);
+    OFF(struct ibv_qp_init_attr, srq);
+    OFF(struct ibv_qp_init_attr, cap);
+    OFF(struct ibv_qp_init_attr, qp_type);
+    OFF(struct ibv_qp_init_attr, sq_sig_all);
+    SIZE(enum rdma_cm_event_type);
+    SIZE(enum rdma_port_space);
+    SIZE(enum ibv_qp_type);
+    SIZE(enum ibv_transport_type);
+    VAL(RDMA_CM_EVENT_ADDR_RESOLVED);
+    VAL(RDMA_CM_EVENT_ADDR_ERROR);
+    VAL(RDMA_CM_EVENT_ROUTE_RESOLVED);
+    VAL(RDMA_CM_EVENT_ROUTE_ERROR);
+    VAL(RDMA_CM_EVENT_CONNECT_REQUEST);
+    VAL(RDMA_CM_EVENT_CONNECT_RESPONSE);
+    VAL(RDMA_CM_EVENT_CONNECT_ERROR);
+    VAL(RDMA_CM_EVENT_UNREACHABLE);
+    VAL(RDMA_CM_EVENT_REJECTED);
+    VAL(RDMA_CM_EVENT_ESTABLISHED);
+    VAL(RDMA_CM_EVENT_DISCONNECTED);
+    VAL(RDMA_CM_EVENT_DEVICE_REMOVAL);
+    VAL(RDMA_CM_EVENT_MULTICAST_JOIN);
+    VAL(RDMA_CM_EVENT_MULTICAST_ERROR);
+    VAL(RDMA_CM_EVENT_ADDR_CHANGE);
+    VAL(RDMA_CM_EVENT_TIMEWAIT_EXIT);
+    VAL(RDMA_PS_TCP);
+    VAL(RDMA_PS_UDP);
+    VAL(IBV_QPT_RC);
+    VAL(IBV_QPT_UD);
+    VAL(IBV_TRANSPORT_IB);
+    VAL(IBV_TRANSPORT_IWARP);
     return 0;
 }

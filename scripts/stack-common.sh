@@ -13,8 +13,9 @@
 #                 outputs, the C tests, the logs); inside the root and its guest it is REPO/target
 stack_names=(bullseye bookworm trixie sid)
 
-# Everything the root holds besides debootstrap's minimal base: the build (gcc, make, clang for
-# rdma-sys's bindgen), the suite's rdma-core and its tools, and what the guest scripts call.
+# Everything the root holds besides debootstrap's minimal base: the build (gcc, make, clang;
+# libclang-dev was for rdma-sys's bindgen, which cmsafe no longer uses), the suite's rdma-core and
+# its tools, and what the guest scripts call.
 stack_packages=(gcc g++ make pkg-config libc6-dev clang libclang-dev
                 librdmacm-dev libibverbs-dev rdma-core rdmacm-utils ibverbs-providers ibverbs-utils
                 perftest iproute2 procps python3 file)

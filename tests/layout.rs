@@ -1,14 +1,15 @@
-//! rdma-sys writes `struct rdma_cm_event` and its unions by hand: compare every field cmsafe
-//! copies with what the C compiler makes of librdmacm's own header.
+//! cmsafe's librdmacm bindings (`cm::sys`) are written by hand: compare every size, offset and
+//! constant cmsafe relies on with what the C compiler makes of librdmacm's own header.
 
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
-use rdma_sys::{
-    ibv_ah_attr, ibv_gid, ibv_global_route, rdma_addr, rdma_cm_event, rdma_cm_id, rdma_conn_param,
-    rdma_route, rdma_ud_param,
+use cmsafe::cm::sys::{
+    ibv_ah_attr, ibv_context, ibv_device, ibv_gid, ibv_global_route, ibv_qp_cap, ibv_qp_init_attr,
+    ibv_qp_type, ibv_transport_type, rdma_addr, rdma_cm_event, rdma_cm_event_type, rdma_cm_id,
+    rdma_conn_param, rdma_event_channel, rdma_port_space, rdma_route, rdma_ud_param,
 };
 
 fn c_layout() -> BTreeMap<String, usize> {
@@ -35,7 +36,7 @@ fn c_layout() -> BTreeMap<String, usize> {
 }
 
 #[test]
-fn rdma_sys_layout_matches_the_c_header() {
+fn bindings_match_the_c_header() {
     macro_rules! size {
         ($c:literal, $t:ty) => {
             (concat!("size ", $c), size_of::<$t>())
@@ -44,6 +45,11 @@ fn rdma_sys_layout_matches_the_c_header() {
     macro_rules! off {
         ($c:literal, $t:ty, $($f:tt)+) => {
             (concat!("offset ", $c), offset_of!($t, $($f)+))
+        };
+    }
+    macro_rules! val {
+        ($m:ident :: $c:ident) => {
+            (concat!("value ", stringify!($c)), $m::$c as usize)
         };
     }
     let rust = [
@@ -162,12 +168,68 @@ fn rdma_sys_layout_matches_the_c_header() {
         size!("union ibv_gid", ibv_gid),
         size!("struct rdma_cm_id", rdma_cm_id),
         off!("struct rdma_cm_id.verbs", rdma_cm_id, verbs),
+        off!("struct rdma_cm_id.channel", rdma_cm_id, channel),
+        off!("struct rdma_cm_id.context", rdma_cm_id, context),
+        off!("struct rdma_cm_id.qp", rdma_cm_id, qp),
         off!("struct rdma_cm_id.route", rdma_cm_id, route),
         off!("struct rdma_cm_id.ps", rdma_cm_id, ps),
+        off!("struct rdma_cm_id.port_num", rdma_cm_id, port_num),
+        off!("struct rdma_cm_id.event", rdma_cm_id, event),
+        off!("struct rdma_cm_id.pd", rdma_cm_id, pd),
         off!("struct rdma_cm_id.qp_type", rdma_cm_id, qp_type),
         size!("struct rdma_route", rdma_route),
         off!("struct rdma_route.addr", rdma_route, addr),
+        off!("struct rdma_route.path_rec", rdma_route, path_rec),
+        off!("struct rdma_route.num_paths", rdma_route, num_paths),
         size!("struct rdma_addr", rdma_addr),
+        off!("struct rdma_addr.src_storage", rdma_addr, src_addr_union),
+        off!("struct rdma_addr.dst_storage", rdma_addr, dst_addr_union),
+        off!("struct rdma_addr.addr", rdma_addr, addr),
+        size!("struct rdma_event_channel", rdma_event_channel),
+        off!("struct rdma_event_channel.fd", rdma_event_channel, fd),
+        off!("struct ibv_context.device", ibv_context, device),
+        off!(
+            "struct ibv_device.transport_type",
+            ibv_device,
+            transport_type
+        ),
+        size!("struct ibv_qp_cap", ibv_qp_cap),
+        off!("struct ibv_qp_cap.max_recv_sge", ibv_qp_cap, max_recv_sge),
+        size!("struct ibv_qp_init_attr", ibv_qp_init_attr),
+        off!("struct ibv_qp_init_attr.srq", ibv_qp_init_attr, srq),
+        off!("struct ibv_qp_init_attr.cap", ibv_qp_init_attr, cap),
+        off!("struct ibv_qp_init_attr.qp_type", ibv_qp_init_attr, qp_type),
+        off!(
+            "struct ibv_qp_init_attr.sq_sig_all",
+            ibv_qp_init_attr,
+            sq_sig_all
+        ),
+        size!("enum rdma_cm_event_type", rdma_cm_event_type::Type),
+        size!("enum rdma_port_space", rdma_port_space::Type),
+        size!("enum ibv_qp_type", ibv_qp_type::Type),
+        size!("enum ibv_transport_type", ibv_transport_type::Type),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ADDR_ERROR),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_RESOLVED),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_ERROR),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_ERROR),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_UNREACHABLE),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_REJECTED),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_DISCONNECTED),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_DEVICE_REMOVAL),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_MULTICAST_JOIN),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_MULTICAST_ERROR),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_ADDR_CHANGE),
+        val!(rdma_cm_event_type::RDMA_CM_EVENT_TIMEWAIT_EXIT),
+        val!(rdma_port_space::RDMA_PS_TCP),
+        val!(rdma_port_space::RDMA_PS_UDP),
+        val!(ibv_qp_type::IBV_QPT_RC),
+        val!(ibv_qp_type::IBV_QPT_UD),
+        val!(ibv_transport_type::IBV_TRANSPORT_IB),
+        val!(ibv_transport_type::IBV_TRANSPORT_IWARP),
     ];
     let c = c_layout();
     assert_eq!(

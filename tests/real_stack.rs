@@ -5,9 +5,9 @@ use std::net::Ipv4Addr;
 use std::ptr::null_mut;
 use std::time::Duration;
 
+use cmsafe::cm::sys::*;
 use cmsafe::cm::{rdma_cm_event_type::*, rdma_cm_id};
 use cmsafe::{Event, EventChannel};
-use rdma_sys::*;
 
 fn addr(port: u16) -> libc::sockaddr_in {
     let ip: Ipv4Addr = std::env::var("RXE_ADDR")

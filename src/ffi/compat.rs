@@ -110,7 +110,7 @@ pub unsafe extern "C" fn cmsafe_compat_ack_cm_event(event: *mut rdma_cm_event) -
 #[no_mangle]
 pub unsafe extern "C" fn cmsafe_compat_destroy_id(id: *mut rdma_cm_id) -> c_int {
     // SAFETY: forwarded.
-    let rc = unsafe { rdma_sys::rdma_destroy_id(id) };
+    let rc = unsafe { crate::cm::sys::rdma_destroy_id(id) };
     let saved = errno();
     guard!((), { with_copies(|c| c.id_destroyed(id as usize)) });
     // SAFETY: the calling thread's errno slot.

@@ -1,9 +1,14 @@
-//! The librdmacm types and names cmsafe works with, re-exported from `rdma-sys`.
+//! The librdmacm types and names cmsafe works with.
 //!
-//! rdma-sys writes `struct rdma_cm_event` and its unions by hand rather than generating them;
-//! `tests/layout.rs` checks them against the C header field by field.
+//! They come from [`sys`], cmsafe's own `#[repr(C)]` bindings written from librdmacm's header;
+//! `tests/layout.rs` checks them against the C header field by field. (The crate `rdma-sys` ran
+//! bindgen 0.59 in its build script, which panics with libclang 16 and later.)
 
-pub use rdma_sys::{
+/// Not scanned for include/cmsafe.h: the C header includes `<rdma/rdma_cma.h>` for these.
+/// cbindgen:ignore
+pub mod sys;
+
+pub use sys::{
     ibv_ah_attr, ibv_qp_type, rdma_ack_cm_event, rdma_cm_event, rdma_cm_event_type, rdma_cm_id,
     rdma_conn_param, rdma_create_event_channel, rdma_destroy_event_channel, rdma_event_channel,
     rdma_get_cm_event, rdma_ud_param,

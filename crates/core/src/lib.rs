@@ -6,7 +6,7 @@
 //! refcounted buffer that can outlive the event and cross threads.
 //!
 //! Layout of the crate:
-//! - [`cm`]: the librdmacm types and names cmsafe works with (from `rdma-sys`).
+//! - [`cm`]: the librdmacm types and names cmsafe works with (our own bindings, [`cm::sys`]).
 //! - [`event`]: the owned copy of an event and its private data buffer.
 //! - [`channel`]: the safe Rust API over an event channel (fetch, copy, ack, timeouts, batches).
 //! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).

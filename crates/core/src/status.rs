@@ -2,8 +2,8 @@
 //! carried by an iWARP REJECTED (rdma_get_cm_event(3), rdma_cm.7; the kernel's
 //! include/rdma/ib_cm.h for the reject reasons).
 
+use crate::cm::sys::{ibv_context, ibv_transport_type};
 use crate::cm::{rdma_cm_event_type::*, EventType};
-use rdma_sys::{ibv_context, ibv_transport_type};
 
 /// The transport of the device an id is bound to, as far as status decoding cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
