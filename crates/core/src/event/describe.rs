@@ -1,27 +1,40 @@
 //! One log line per event. Private data appears as its length only: it often carries tokens.
 
-use std::ffi::CStr;
 use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-
-use once_cell::sync::OnceCell;
 
 use super::Event;
 use crate::status::{reject_reason_name, StatusKind};
 
-/// glibc's `strerrorname_np` (2.32 and later; the libc crate does not bind it).
-type ErrnoName = unsafe extern "C" fn(libc::c_int) -> *const libc::c_char;
-
-/// Looked up once at run time, not linked: a library built against glibc 2.32 or later must
-/// still load where glibc is older (Debian 11 has 2.31), and says the message alone there.
-fn strerrorname_np() -> Option<ErrnoName> {
-    static NAME: OnceCell<Option<ErrnoName>> = OnceCell::new();
-    *NAME.get_or_init(|| {
-        // SAFETY: dlsym(3) with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"strerrorname_np".as_ptr()) };
-        // SAFETY: glibc's strerrorname_np has exactly this signature.
-        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, ErrnoName>(f) })
-    })
+/// An errno's name, as glibc's `strerrorname_np(3)` gives it. Named here rather than asked of
+/// glibc, which has the function from 2.32 only: the line reads the same on every glibc, and
+/// libcmsafe links where glibc is older (Debian 11 has 2.31). The values are the target's, from
+/// the libc crate; where two names share a value, glibc's choice comes first (EAGAIN, EDEADLK,
+/// EOPNOTSUPP).
+fn errno_name(errno: i32) -> Option<&'static str> {
+    macro_rules! names {
+        ($($name:ident)*) => {
+            match errno {
+                $(e if e == libc::$name => Some(stringify!($name)),)*
+                _ => None,
+            }
+        };
+    }
+    names!(
+        EPERM ENOENT ESRCH EINTR EIO ENXIO E2BIG ENOEXEC EBADF ECHILD EAGAIN ENOMEM EACCES EFAULT
+        ENOTBLK EBUSY EEXIST EXDEV ENODEV ENOTDIR EISDIR EINVAL ENFILE EMFILE ENOTTY ETXTBSY EFBIG
+        ENOSPC ESPIPE EROFS EMLINK EPIPE EDOM ERANGE EDEADLK ENAMETOOLONG ENOLCK ENOSYS ENOTEMPTY
+        ELOOP ENOMSG EIDRM ECHRNG EL2NSYNC EL3HLT EL3RST ELNRNG EUNATCH ENOCSI EL2HLT EBADE EBADR
+        EXFULL ENOANO EBADRQC EBADSLT EBFONT ENOSTR ENODATA ETIME ENOSR ENONET ENOPKG EREMOTE
+        ENOLINK EADV ESRMNT ECOMM EPROTO EMULTIHOP EDOTDOT EBADMSG EOVERFLOW ENOTUNIQ EBADFD EREMCHG
+        ELIBACC ELIBBAD ELIBSCN ELIBMAX ELIBEXEC EILSEQ ERESTART ESTRPIPE EUSERS ENOTSOCK
+        EDESTADDRREQ EMSGSIZE EPROTOTYPE ENOPROTOOPT EPROTONOSUPPORT ESOCKTNOSUPPORT EOPNOTSUPP
+        EPFNOSUPPORT EAFNOSUPPORT EADDRINUSE EADDRNOTAVAIL ENETDOWN ENETUNREACH ENETRESET
+        ECONNABORTED ECONNRESET ENOBUFS EISCONN ENOTCONN ESHUTDOWN ETOOMANYREFS ETIMEDOUT
+        ECONNREFUSED EHOSTDOWN EHOSTUNREACH EALREADY EINPROGRESS ESTALE EUCLEAN ENOTNAM ENAVAIL
+        EISNAM EREMOTEIO EDQUOT ENOMEDIUM EMEDIUMTYPE ECANCELED ENOKEY EKEYEXPIRED EKEYREVOKED
+        EKEYREJECTED EOWNERDEAD ENOTRECOVERABLE ERFKILL
+    )
 }
 
 pub(super) fn line(ev: &Event) -> String {
@@ -64,16 +77,12 @@ pub(crate) fn status_text(kind: StatusKind, status: i32) -> String {
 }
 
 fn errno_text(errno: i32) -> String {
-    // SAFETY: strerrorname_np returns NULL or a static string.
-    let name = strerrorname_np().map_or(std::ptr::null(), |f| unsafe { f(errno) });
     let message = std::io::Error::from_raw_os_error(errno).to_string();
-    let message = message.split(" (os error").next().unwrap_or("").to_string();
-    if name.is_null() {
-        return message;
+    let message = message.split(" (os error").next().unwrap_or("");
+    match errno_name(errno) {
+        Some(name) => format!("{name}: {message}"),
+        None => message.to_string(),
     }
-    // SAFETY: non-NULL: a static NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-    format!("{name}: {message}")
 }
 
 /// `ip:port`, `[ip6]:port`, `ib`, or `-` for no address.
@@ -115,7 +124,6 @@ pub(crate) fn socket_addr(sa: &libc::sockaddr) -> Option<SocketAddr> {
 mod tests {
     use super::*;
 
-    /// glibc 2.36 here: strerrorname_np is found at run time and names the errno.
     #[test]
     fn an_errno_status_is_named_and_explained() {
         assert_eq!(
@@ -127,5 +135,32 @@ mod tests {
             "-111 (ECONNREFUSED: Connection refused)"
         );
         assert_eq!(status_text(StatusKind::Ok, 0), "0 (ok)");
+    }
+
+    /// The table names every errno as this machine's glibc does, where it has strerrorname_np
+    /// (looked up, not linked, so that this test builds on any glibc).
+    #[test]
+    fn the_names_are_glibcs() {
+        // SAFETY: dlsym(3) with a NUL-terminated name, in the global scope.
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"strerrorname_np".as_ptr()) };
+        if f.is_null() {
+            return;
+        }
+        // SAFETY: glibc's strerrorname_np has this signature.
+        let glibc: unsafe extern "C" fn(libc::c_int) -> *const libc::c_char =
+            unsafe { std::mem::transmute(f) };
+        let mut named = 0;
+        for e in 1..134 {
+            // SAFETY: returns NULL or a static NUL-terminated string.
+            let p = unsafe { glibc(e) };
+            // SAFETY: non-NULL: a static NUL-terminated string.
+            let theirs = (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) });
+            let theirs = theirs.map(|c| c.to_str().unwrap());
+            if let Some(ours) = errno_name(e) {
+                assert_eq!(Some(ours), theirs, "errno {e}");
+                named += 1;
+            }
+        }
+        assert_eq!(named, 130);
     }
 }
