@@ -10,12 +10,13 @@ RXE_VM  := scripts/rxe-vm
 
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
-CTEST_LIBS  := -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe -lrdmacm -libverbs -lpthread
+CTEST_LIBS  := -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe -lrdmacm -libverbs -lpthread -ldl
 
 C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
                    test_event_types test_pdata_lengths test_event_order test_many_clients \
                    test_threads test_threads_tsan test_shared_event test_shared_event_tsan \
-                   test_fetch_modes test_alloc_failure test_misuse test_logging
+                   test_fetch_modes test_alloc_failure test_misuse test_logging test_new_events \
+                   test_new_events_plain
 C_TEST_BINS     := $(addprefix $(CTESTS)/,$(C_TEST_PROGRAMS))
 EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 
@@ -59,6 +60,13 @@ $(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harnes
 	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
 # The seed incident's raw server, unchanged, rebuilt with cmsafe_compat.h: safe mode from source.
+# Without sanitizers, for the runs under the preload (AddressSanitizer must come first in the
+# library list, and LD_PRELOAD would come before it): c-tests/new-events.
+$(CTESTS)/test_new_events_plain: c-tests/test_new_events.c c-tests/cm_util.c c-tests/cm_util.h \
+    c-tests/harness.h include/cmsafe.h build
+	@mkdir -p $(CTESTS)
+	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
+
 $(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h build
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/seed_incident.c \
 	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
@@ -273,11 +281,13 @@ preload-tests: $(PRELOAD_TEST_BINS)
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
 # without -e, qperf, fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against
 # runs without it; and the cancelled-read race.
-preload-test: preload preload-tests $(EXAMPLE_BINS)
+preload-test: preload preload-tests c-tests $(EXAMPLE_BINS)
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
 	  scripts/race-cancelled-read 20 1; d=$$?; c-tests/api-under-preload; e=$$?; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ]'
+	  c-tests/new-events; f=$$?; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ] && \
+	  [ $$f -eq 0 ]'
 
 # The services in their short form (UCX io_demo, tgt + libiscsi over iSER, riostream,
 # rdma_xserver/rdma_xclient, mckey, rcopy, ib_write_bw, ib_read_lat), one reference run and one

@@ -18,9 +18,9 @@
  * version of the library loaded at run time.
  */
 #define CMSAFE_VERSION_MAJOR 0
-#define CMSAFE_VERSION_MINOR 1
+#define CMSAFE_VERSION_MINOR 2
 #define CMSAFE_VERSION_PATCH 0
-#define CMSAFE_VERSION_STRING "0.1.0"
+#define CMSAFE_VERSION_STRING "0.2.0"
 
 /**
  * librdmacm's `private_data_len` is a `uint8_t`: private data never exceeds 255 bytes.
@@ -28,9 +28,10 @@
 #define CMSAFE_MAX_PRIVATE_DATA 255
 
 /**
- * Entries in the per-type counters: one per known type, and one for unknown types.
+ * Entries in the per-type counters: one per type of rdma-core 60+'s header (0 to 19: see
+ * `enum rdma_cm_event_type`), and the last for numbers above.
  */
-#define CMSAFE_EVENT_TYPE_SLOTS 17
+#define CMSAFE_EVENT_TYPE_SLOTS 21
 
 /**
  * How to read an event's status.
@@ -318,6 +319,19 @@ const struct sockaddr *cmsafe_event_dst_addr(const cmsafe_event *ev);
  * NULL: returns NULL. Threads: any.
  */
 const cmsafe_buf *cmsafe_event_private_data(const cmsafe_event *ev);
+
+/**
+ * Writes a USER event's `param.arg` (the value its writer gave `rdma_write_cm_event(3)`,
+ * rdma-core 60+, librdmacm/cma.c `rdma_get_cm_event`) into `*arg`. The copy keeps the arg as
+ * librdmacm delivered it; reading it here needs no header that declares `param.arg`, so a
+ * program built against rdma-core before 60 can read it too.
+ *
+ * NULL: `ev` or `arg` NULL fails with EINVAL. Threads: any.
+ * Returns 0, or -1 with errno EINVAL (NULL), or ENOMSG when `ev` is not RDMA_CM_EVENT_USER
+ * (no other event type carries an arg; `*arg` is untouched).
+ */
+int cmsafe_event_arg(const cmsafe_event *ev,
+                     uint64_t *arg);
 
 /**
  * Writes one log line describing `ev` into `buf` (NUL-terminated, cut to `len` bytes like

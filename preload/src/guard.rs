@@ -219,7 +219,10 @@ pub unsafe fn copy_to_page(
                 (*raw).param.ud.private_data,
                 (*raw).param.ud.private_data_len,
             ),
-            ParamKind::MulticastContext => (std::ptr::null(), 0),
+            // A USER event's arg and bytes cmsafe does not know are kept as copied.
+            ParamKind::MulticastContext | ParamKind::Arg | ParamKind::Opaque => {
+                (std::ptr::null(), 0)
+            }
         };
         if !src.is_null() && len > 0 {
             let dst = (at + PDATA_OFFSET) as *mut u8;

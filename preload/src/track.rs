@@ -53,6 +53,10 @@ impl Op {
 /// in quarantine). Safe mode's copies are remembered by `State::copies` instead.
 const ACKED_CAP: usize = 4096;
 
+/// Events counted by type for the summary: every number up to 255 on its own (each is named,
+/// `event_type_name`), the last entry for all above, named as they are.
+const TYPE_SLOTS: usize = 257;
+
 pub struct State {
     live: PtrMap<usize, Record>,
     /// Audit's guarded copies and librdmacm's own events (no copy made), acked, oldest first, at
@@ -62,7 +66,7 @@ pub struct State {
     /// ack time.
     acked: VecDeque<(usize, Record)>,
     events: u64,
-    by_type: [u64; 17],
+    by_type: [u64; TYPE_SLOTS],
     held: Held,
     /// The first finding of each kind and how many there were: bounded however many there are
     /// (each is said on stderr and in the report as it happens).
@@ -134,7 +138,7 @@ fn new_state(cfg: &Config) -> State {
         live: PtrMap::default(),
         acked: VecDeque::new(),
         events: 0,
-        by_type: [0; 17],
+        by_type: [0; TYPE_SLOTS],
         held: Held::new(),
         findings: Vec::new(),
         report: cfg.report.as_deref().map_or(ReportFile::none(), |t| {
@@ -267,7 +271,9 @@ impl State {
             match kind {
                 cmsafe_core::event::ParamKind::Conn => cm.param.conn.private_data_len,
                 cmsafe_core::event::ParamKind::Ud => cm.param.ud.private_data_len,
-                cmsafe_core::event::ParamKind::MulticastContext => 0,
+                cmsafe_core::event::ParamKind::MulticastContext
+                | cmsafe_core::event::ParamKind::Arg
+                | cmsafe_core::event::ParamKind::Opaque => 0,
             }
         };
         let owner = if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST && !cm.listen_id.is_null() {
@@ -293,7 +299,7 @@ impl State {
         } else {
             self.objects.id_seen(cm.id as usize);
         }
-        let i = (cm.event as usize).min(16);
+        let i = (cm.event as usize).min(TYPE_SLOTS - 1);
         self.by_type[i] += 1;
         self.events += 1;
         self.live.insert(
@@ -819,7 +825,7 @@ impl State {
             r.reported |= reported::INHERITED;
         }
         self.events = 0;
-        self.by_type = [0; 17];
+        self.by_type = [0; TYPE_SLOTS];
         self.held.clear();
         self.findings.clear();
         self.cancelled_reads.clear();

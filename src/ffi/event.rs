@@ -199,6 +199,31 @@ pub extern "C" fn cmsafe_event_private_data(ev: *const cmsafe_event) -> *const c
     })
 }
 
+/// Writes a USER event's `param.arg` (the value its writer gave `rdma_write_cm_event(3)`,
+/// rdma-core 60+, librdmacm/cma.c `rdma_get_cm_event`) into `*arg`. The copy keeps the arg as
+/// librdmacm delivered it; reading it here needs no header that declares `param.arg`, so a
+/// program built against rdma-core before 60 can read it too.
+///
+/// NULL: `ev` or `arg` NULL fails with EINVAL. Threads: any.
+/// Returns 0, or -1 with errno EINVAL (NULL), or ENOMSG when `ev` is not RDMA_CM_EVENT_USER
+/// (no other event type carries an arg; `*arg` is untouched).
+#[no_mangle]
+pub extern "C" fn cmsafe_event_arg(ev: *const cmsafe_event, arg: *mut u64) -> c_int {
+    guard!(fail(libc::EIO), {
+        if ev.is_null() || arg.is_null() {
+            return fail(libc::EINVAL);
+        }
+        with_event(ev, "cmsafe_event_arg", -1, |e| match e.arg() {
+            Some(value) => {
+                // SAFETY: `arg` is not NULL and points to writable storage per the contract.
+                unsafe { arg.write(value) };
+                0
+            }
+            None => fail(libc::ENOMSG),
+        })
+    })
+}
+
 /// Writes one log line describing `ev` into `buf` (NUL-terminated, cut to `len` bytes like
 /// snprintf(3)): sequence number, type, status decoded, id, listen id, addresses and the private
 /// data *length*. Never the private data bytes: they often carry tokens.

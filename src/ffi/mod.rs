@@ -40,8 +40,9 @@ pub const MAX_PRIVATE_DATA: usize = 255;
 // Spelled here for cbindgen, which emits no constant of a dependency; held to the core's.
 const _: () = assert!(MAX_PRIVATE_DATA == cmsafe_core::event::MAX_PRIVATE_DATA);
 
-/// Entries in the per-type counters: one per known type, and one for unknown types.
-pub const EVENT_TYPE_SLOTS: usize = 17;
+/// Entries in the per-type counters: one per type of rdma-core 60+'s header (0 to 19: see
+/// `enum rdma_cm_event_type`), and the last for numbers above.
+pub const EVENT_TYPE_SLOTS: usize = 21;
 const _: () = assert!(EVENT_TYPE_SLOTS == cmsafe_core::stats::EVENT_TYPE_SLOTS);
 
 /// An owned, refcounted copy of one RDMA CM event (see `cmsafe_get_event`).

@@ -37,6 +37,80 @@ pub fn event_type_name(t: EventType) -> &'static str {
         RDMA_CM_EVENT_MULTICAST_ERROR => "MULTICAST_ERROR",
         RDMA_CM_EVENT_ADDR_CHANGE => "ADDR_CHANGE",
         RDMA_CM_EVENT_TIMEWAIT_EXIT => "TIMEWAIT_EXIT",
-        _ => "UNKNOWN",
+        RDMA_CM_EVENT_ADDRINFO_RESOLVED => "ADDRINFO_RESOLVED",
+        RDMA_CM_EVENT_ADDRINFO_ERROR => "ADDRINFO_ERROR",
+        RDMA_CM_EVENT_USER => "USER",
+        RDMA_CM_EVENT_INTERNAL => "INTERNAL",
+        t => unknown_name(t),
+    }
+}
+
+/// The highest event number named by its number; above it, [`UNKNOWN_ABOVE`].
+const NAMED_UP_TO: usize = 255;
+
+/// The name of every number above the highest cmsafe names by number.
+pub const UNKNOWN_ABOVE: &str = "UNKNOWN(>255)";
+
+/// `UNKNOWN(N)` for every N up to [`NAMED_UP_TO`], built at compile time: a name needs no
+/// allocation, so a signal handler and a report may both use it, and it stays `'static`.
+static UNKNOWN_NAMES: [[u8; 12]; NAMED_UP_TO + 1] = {
+    let mut names = [[0u8; 12]; NAMED_UP_TO + 1];
+    let mut n = 0;
+    while n <= NAMED_UP_TO {
+        let name = &mut names[n];
+        let prefix = b"UNKNOWN(";
+        let mut i = 0;
+        while i < prefix.len() {
+            name[i] = prefix[i];
+            i += 1;
+        }
+        let digits = if n >= 100 {
+            3
+        } else if n >= 10 {
+            2
+        } else {
+            1
+        };
+        let mut d = 0;
+        let mut v = n;
+        while d < digits {
+            name[i + digits - 1 - d] = b'0' + (v % 10) as u8;
+            v /= 10;
+            d += 1;
+        }
+        name[i + digits] = b')';
+        n += 1;
+    }
+    names
+};
+
+/// An event number librdmacm's header (as cmsafe knows it) does not name, named by its number:
+/// `UNKNOWN(20)`. A later librdmacm may add types; cmsafe must never guess what they carry.
+fn unknown_name(t: EventType) -> &'static str {
+    let Some(name) = UNKNOWN_NAMES.get(t as usize) else {
+        return UNKNOWN_ABOVE;
+    };
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    // Only ASCII is written into the table, so every prefix of a row is UTF-8.
+    std::str::from_utf8(&name[..len]).unwrap_or(UNKNOWN_ABOVE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_number_has_a_name() {
+        assert_eq!(event_type_name(0), "ADDR_RESOLVED");
+        assert_eq!(event_type_name(15), "TIMEWAIT_EXIT");
+        assert_eq!(event_type_name(16), "ADDRINFO_RESOLVED");
+        assert_eq!(event_type_name(17), "ADDRINFO_ERROR");
+        assert_eq!(event_type_name(18), "USER");
+        assert_eq!(event_type_name(19), "INTERNAL");
+        assert_eq!(event_type_name(20), "UNKNOWN(20)");
+        assert_eq!(event_type_name(7 + 100), "UNKNOWN(107)");
+        assert_eq!(event_type_name(255), "UNKNOWN(255)");
+        assert_eq!(event_type_name(256), "UNKNOWN(>255)");
+        assert_eq!(event_type_name(u32::MAX), "UNKNOWN(>255)");
     }
 }

@@ -4,10 +4,11 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// Event types counted one by one; librdmacm 44 defines 16 (ADDR_RESOLVED .. TIMEWAIT_EXIT).
-pub(crate) const EVENT_TYPES: usize = 16;
+/// Event types counted one by one: the 20 of rdma-core 60's header (ADDR_RESOLVED ..
+/// TIMEWAIT_EXIT, then ADDRINFO_RESOLVED, ADDRINFO_ERROR, USER and INTERNAL).
+pub(crate) const EVENT_TYPES: usize = 20;
 /// Entries in the per-type counters: one per known type, and one for unknown types.
-pub const EVENT_TYPE_SLOTS: usize = 17;
+pub const EVENT_TYPE_SLOTS: usize = 21;
 const _: () = assert!(EVENT_TYPE_SLOTS == EVENT_TYPES + 1);
 
 pub(crate) struct Counters {

@@ -71,6 +71,14 @@ pub mod rdma_cm_event_type {
     pub const RDMA_CM_EVENT_MULTICAST_ERROR: Type = 13;
     pub const RDMA_CM_EVENT_ADDR_CHANGE: Type = 14;
     pub const RDMA_CM_EVENT_TIMEWAIT_EXIT: Type = 15;
+    // From rdma-core 60 (RDMACM_1.4: rdma_resolve_addrinfo, rdma_write_cm_event); a
+    // librdmacm before it never delivers these, and the header before it lacks them.
+    pub const RDMA_CM_EVENT_ADDRINFO_RESOLVED: Type = 16;
+    pub const RDMA_CM_EVENT_ADDRINFO_ERROR: Type = 17;
+    pub const RDMA_CM_EVENT_USER: Type = 18;
+    /// Consumed inside librdmacm (its DNS path of `rdma_resolve_addrinfo`); a program should
+    /// never see it.
+    pub const RDMA_CM_EVENT_INTERNAL: Type = 19;
 }
 
 /// `enum rdma_port_space` (rdma_cma.h).
@@ -306,6 +314,9 @@ pub struct rdma_ud_param {
 pub union rdma_cm_event_param {
     pub conn: rdma_conn_param,
     pub ud: rdma_ud_param,
+    /// The value given to `rdma_write_cm_event(3)`, for RDMA_CM_EVENT_USER (rdma-core 60+; it
+    /// lies over `conn.private_data`, and adds nothing to the union's size).
+    pub arg: u64,
 }
 
 /// `struct rdma_cm_event` (rdma_cma.h).

@@ -3,8 +3,12 @@
 //!
 //! Which member of `param` is live follows librdmacm's `rdma_get_cm_event` (librdmacm/cma.c):
 //! CONNECT_RESPONSE, REJECTED and DISCONNECTED always fill `param.conn`; MULTICAST_JOIN and
-//! MULTICAST_ERROR fill `param.ud` with the user's own context as `private_data`; every other
-//! event fills `param.ud` when the id's QP type is UD and `param.conn` otherwise.
+//! MULTICAST_ERROR fill `param.ud` with the user's own context as `private_data`; USER
+//! (rdma-core 60+) fills `param.arg` with `rdma_write_cm_event(3)`'s value; ADDRINFO_RESOLVED
+//! and ADDRINFO_ERROR leave `param` zeroed; every other event of librdmacm's header fills
+//! `param.ud` when the id's QP type is UD and `param.conn` otherwise. An event number this list
+//! does not know (INTERNAL, or one a later librdmacm adds) is copied byte for byte: its `param`
+//! is never read as a pointer, since nothing says it holds one.
 
 use crate::cm::{ibv_qp_type, rdma_cm_event, rdma_cm_event_type::*, EventType};
 
@@ -15,6 +19,11 @@ pub enum ParamKind {
     Ud,
     /// `param.ud` whose `private_data` is the context given to `rdma_join_multicast`.
     MulticastContext,
+    /// `param.arg`: the value given to `rdma_write_cm_event(3)` (RDMA_CM_EVENT_USER).
+    Arg,
+    /// Bytes cmsafe does not interpret (ADDRINFO_RESOLVED and ADDRINFO_ERROR, whose `param`
+    /// librdmacm zeroes; INTERNAL; numbers a later librdmacm adds): kept as they were.
+    Opaque,
 }
 
 /// The member of `param` librdmacm filled for this event type and QP type.
@@ -24,6 +33,8 @@ pub fn param_kind(event: EventType, qp_type: ibv_qp_type::Type) -> ParamKind {
         RDMA_CM_EVENT_CONNECT_RESPONSE | RDMA_CM_EVENT_REJECTED | RDMA_CM_EVENT_DISCONNECTED => {
             ParamKind::Conn
         }
+        RDMA_CM_EVENT_USER => ParamKind::Arg,
+        t if t > RDMA_CM_EVENT_TIMEWAIT_EXIT => ParamKind::Opaque,
         _ if qp_type == ibv_qp_type::IBV_QPT_UD => ParamKind::Ud,
         _ => ParamKind::Conn,
     }
@@ -60,7 +71,9 @@ pub(crate) unsafe fn copy_event<'a>(raw: *const rdma_cm_event) -> Copied<'a> {
         match kind {
             ParamKind::Conn => (cm.param.conn.private_data, cm.param.conn.private_data_len),
             ParamKind::Ud => (cm.param.ud.private_data, cm.param.ud.private_data_len),
-            ParamKind::MulticastContext => (std::ptr::null(), 0),
+            ParamKind::MulticastContext | ParamKind::Arg | ParamKind::Opaque => {
+                (std::ptr::null(), 0)
+            }
         }
     };
     let private_data = match (ptr.is_null(), len) {
@@ -146,6 +159,76 @@ mod tests {
     }
 
     #[test]
+    fn a_user_events_arg_is_kept_and_not_read() {
+        // The arg lies over `private_data`; `private_data_len` stays 0 in librdmacm's event,
+        // but a non-zero length must not make the copy read through the arg either.
+        for len in [0u8, 56] {
+            let arg = 0x1122_3344_5566_7788u64;
+            // SAFETY: rdma_cm_event is plain data; all-zero is a valid value.
+            let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+            raw.event = RDMA_CM_EVENT_USER;
+            raw.status = 7;
+            raw.param.arg = arg;
+            // Writing a union field is safe: every member is plain data.
+            raw.param.conn.private_data_len = len;
+            // SAFETY: the copy must not dereference the arg.
+            let copy = unsafe { copy_event(&raw) };
+            assert_eq!(copy.kind, ParamKind::Arg);
+            assert!(copy.private_data.is_none());
+            // SAFETY: as above.
+            let ev = unsafe { crate::event::Event::copy_of(&raw) }.unwrap();
+            assert_eq!(ev.arg(), Some(arg));
+            assert_eq!(ev.status(), 7);
+            assert_eq!(ev.event_type_name(), "USER");
+            assert!(ev.private_data().is_none());
+            // SAFETY: the live member of a USER event.
+            assert_eq!(unsafe { ev.cm().param.arg }, arg);
+        }
+    }
+
+    #[test]
+    fn an_unknown_events_param_is_copied_byte_for_byte() {
+        // SAFETY: rdma_cm_event is plain data; all-zero is a valid value.
+        let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+        let pattern: Vec<u8> = (1..=std::mem::size_of_val(&raw.param) as u8).collect();
+        for t in [
+            RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+            RDMA_CM_EVENT_ADDRINFO_ERROR,
+            RDMA_CM_EVENT_INTERNAL,
+            20,
+            1000,
+        ] {
+            raw.event = t;
+            // SAFETY: the union is plain data of exactly `pattern.len()` bytes; its first
+            // word becomes 0x0807060504030201, an address that must never be read.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    pattern.as_ptr(),
+                    std::ptr::addr_of_mut!(raw.param) as *mut u8,
+                    pattern.len(),
+                )
+            };
+            // SAFETY: the copy must not dereference anything in `param`.
+            let copy = unsafe { copy_event(&raw) };
+            assert_eq!(copy.kind, ParamKind::Opaque, "type {t}");
+            assert!(copy.private_data.is_none());
+            // SAFETY: as above.
+            let ev = unsafe { crate::event::Event::copy_of(&raw) }.unwrap();
+            assert_eq!(ev.event_type(), t);
+            assert_eq!(ev.arg(), None);
+            assert!(ev.private_data().is_none());
+            // SAFETY: reading the copy's union as the plain bytes it is.
+            let copied = unsafe {
+                std::slice::from_raw_parts(
+                    std::ptr::addr_of!(ev.cm().param) as *const u8,
+                    pattern.len(),
+                )
+            };
+            assert_eq!(copied, &pattern[..], "type {t}");
+        }
+    }
+
+    #[test]
     fn null_pointer_with_a_length_gives_an_empty_buffer() {
         let raw = event(
             RDMA_CM_EVENT_REJECTED,
@@ -198,5 +281,10 @@ mod tests {
             param_kind(RDMA_CM_EVENT_TIMEWAIT_EXIT, IBV_QPT_RC),
             ParamKind::Conn
         );
+        assert_eq!(param_kind(RDMA_CM_EVENT_USER, IBV_QPT_UD), ParamKind::Arg);
+        for t in [16, 17, 19, 20, u32::MAX] {
+            assert_eq!(param_kind(t, IBV_QPT_UD), ParamKind::Opaque);
+            assert_eq!(param_kind(t, IBV_QPT_RC), ParamKind::Opaque);
+        }
     }
 }

@@ -50,6 +50,9 @@ pub(super) fn line(ev: &Event) -> String {
     if !ev.listen_id().is_null() {
         let _ = write!(s, " listen_id={:p}", ev.listen_id());
     }
+    if let Some(arg) = ev.arg() {
+        let _ = write!(s, " arg={arg:#x}");
+    }
     let _ = write!(
         s,
         " src={} dst={} private_data_len={}",

@@ -176,7 +176,9 @@ impl Event {
                 }
                 let cm = addr_of_mut!((*head).cm);
                 copy_nonoverlapping(raw, cm, 1);
-                if kind != ParamKind::MulticastContext {
+                // The pointer is redirected only where `param` holds private data: a multicast
+                // context, a USER event's arg and bytes cmsafe does not know stay as they were.
+                if matches!(kind, ParamKind::Conn | ParamKind::Ud) {
                     let (ptr, len) = match private_data {
                         Some(b) => (tail as *const libc::c_void, b.len() as u8),
                         None => (std::ptr::null(), 0),
@@ -272,6 +274,17 @@ impl Event {
         Some(unsafe {
             &*(std::ptr::addr_of!(head.cm.param.conn.private_data) as *const PrivateData)
         })
+    }
+
+    /// `param.arg` of a USER event (`rdma_write_cm_event(3)`'s value, rdma-core 60+); `None`
+    /// for every other type.
+    pub fn arg(&self) -> Option<u64> {
+        let head = self.head();
+        if slot::kind_of(head.flags()) != ParamKind::Arg {
+            return None;
+        }
+        // SAFETY: a USER event's live member is `arg` (ParamKind::Arg); plain data.
+        Some(unsafe { head.cm.param.arg })
     }
 
     pub fn param_kind(&self) -> ParamKind {

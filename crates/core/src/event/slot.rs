@@ -43,7 +43,7 @@ impl Head {
         self.seq_flags & ((1 << FLAGS_SHIFT) - 1)
     }
 
-    /// `ParamKind` (bits 0-1), `Transport` (bits 2-3), HAS_PD.
+    /// `ParamKind` (bits 0-2), `Transport` (bits 3-4), HAS_PD.
     pub(crate) fn flags(&self) -> u8 {
         (self.seq_flags >> FLAGS_SHIFT) as u8
     }
@@ -79,7 +79,7 @@ const _: () = {
 pub(crate) const BYTES_OFFSET: usize = VALUE_OFFSET + std::mem::size_of::<Head>();
 const _: () = assert!(BYTES_OFFSET % 8 == 0);
 
-pub(crate) const HAS_PD: u8 = 0x10;
+pub(crate) const HAS_PD: u8 = 0x20;
 
 /// Tail sizes of the classes: enough for IPv4 addresses alone (32), then with the 56 bytes of an
 /// IB/RoCE CONNECT_REQUEST or IPv6 addresses (88), and up to 255 bytes of private data with two
@@ -228,25 +228,29 @@ pub(crate) fn flags(kind: ParamKind, transport: Transport, has_pd: bool) -> u8 {
         ParamKind::Conn => 0,
         ParamKind::Ud => 1,
         ParamKind::MulticastContext => 2,
+        ParamKind::Arg => 3,
+        ParamKind::Opaque => 4,
     };
     let t = match transport {
         Transport::Ib => 0,
         Transport::Iwarp => 1,
         Transport::Unknown => 2,
     };
-    k | t << 2 | if has_pd { HAS_PD } else { 0 }
+    k | t << 3 | if has_pd { HAS_PD } else { 0 }
 }
 
 pub(crate) fn kind_of(flags: u8) -> ParamKind {
-    match flags & 3 {
+    match flags & 7 {
         0 => ParamKind::Conn,
         1 => ParamKind::Ud,
-        _ => ParamKind::MulticastContext,
+        2 => ParamKind::MulticastContext,
+        3 => ParamKind::Arg,
+        _ => ParamKind::Opaque,
     }
 }
 
 pub(crate) fn transport_of(flags: u8) -> Transport {
-    match flags >> 2 & 3 {
+    match flags >> 3 & 3 {
         0 => Transport::Ib,
         1 => Transport::Iwarp,
         _ => Transport::Unknown,
@@ -328,7 +332,13 @@ mod tests {
 
     #[test]
     fn flags_round_trip() {
-        for kind in [ParamKind::Conn, ParamKind::Ud, ParamKind::MulticastContext] {
+        for kind in [
+            ParamKind::Conn,
+            ParamKind::Ud,
+            ParamKind::MulticastContext,
+            ParamKind::Arg,
+            ParamKind::Opaque,
+        ] {
             for t in [Transport::Ib, Transport::Iwarp, Transport::Unknown] {
                 for pd in [false, true] {
                     let f = flags(kind, t, pd);
