@@ -90,17 +90,29 @@ c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
-# Other stacks (issue 30): the slice of the suite that runs on every stack (the installed build
-# checked with pkg-config, the C tests, the preload's misuse tests), on the oldest and the newest
-# Debian suite, each in its own root (scripts/stack-root) and guest (scripts/rxe-vm --stack).
-# Not part of `make test` (yet): the first run builds both roots (see README, "Other stacks").
-.PHONY: stacks-smoke
+# Other stacks (issue 30): the suite on every Debian suite we run on (scripts/stacks), each in its
+# own root (scripts/stack-root) and guest (scripts/rxe-vm --stack): the installed build checked
+# with pkg-config, the C tests, the preload's misuse tests, the real programs, the demo and a
+# short storm, and the table stack by part in bench/results/stacks.md (written only by a run of
+# every stack and part). STACKS and PARTS choose a slice, whose table is printed:
+# `make stacks STACKS="bullseye sid" PARTS="c-tests misuse"`. bookworm runs the host's own
+# build (built first). The first run of a stack builds its root (see README, "Other stacks").
+# `make stacks-smoke` is the short slice: the oldest and the newest stack, install, C tests and
+# misuse tests; it prints the table without writing bench/results/stacks.md.
+.PHONY: stacks stacks-smoke stacks-host-bins
+STACKS ?= bullseye bookworm trixie sid
+PARTS ?= install c-tests misuse real demo storm
 SMOKE_STACKS ?= bullseye sid
-stacks-smoke: deps
-	@rc=0; for s in $(SMOKE_STACKS); do \
-	  echo "== stack $$s"; \
-	  RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-1800} $(RXE_VM) --stack $$s -- scripts/stack-suite-in-guest || rc=1; \
-	done; exit $$rc
+SMOKE_PARTS ?= install c-tests misuse
+stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS)
+stacks_all := bullseye bookworm trixie sid
+parts_all := install c-tests misuse real demo storm
+stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins)
+	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
+	  out="--out bench/results/stacks.md"; fi; \
+	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out
+stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
+	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
 # The loom models of the lock-free parts (crates/sync): each model's interleavings, with at most

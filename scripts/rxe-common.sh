@@ -178,6 +178,12 @@ for d in /tmp /run; do
   fi
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 target "/host$tgt"
+# A stack: its target/ is target/stacks/NAME/target on the host; bound there too, so that a path
+# the host names (rxe-pair's RXE_PAIR_DIR) is the same in the guest.
+if [ -n "$(arg stack)" ]; then
+  st="/host$tgt/stacks/$(arg stack)/target"
+  mkdir -p "$st" && mount -o bind "/host$tgt" "$st"
+fi
 hostname "${name:-rxe-vm}"
 # Command output goes over virtio-console; keep it open and raw so "\n" stays "\n".
 exec 9<>/dev/hvc0

@@ -15,10 +15,11 @@ stack_names=(bullseye bookworm trixie sid)
 
 # Everything the root holds besides debootstrap's minimal base: the build (gcc, make, clang;
 # libclang-dev was for rdma-sys's bindgen, which cmsafe no longer uses), the suite's rdma-core and
-# its tools, and what the guest scripts call.
+# its tools, the other real programs the preload's tests run (qperf, libfabric's fi_pingpong),
+# and what the guest scripts call.
 stack_packages=(gcc g++ make pkg-config libc6-dev clang libclang-dev
                 librdmacm-dev libibverbs-dev rdma-core rdmacm-utils ibverbs-providers ibverbs-utils
-                perftest iproute2 procps python3 file)
+                perftest qperf libfabric-bin iproute2 procps python3 file)
 
 stack_die() { echo "$stack_me: $*" >&2; exit 125; }
 
