@@ -272,7 +272,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_use_after_ack_threads misus
         misuse_foreign_ack misuse_destroy_with_unacked misuse_destroy_in_own_handler \
         misuse_migrate_with_unacked misuse_channel_destroy_with_unacked misuse_late_ack \
         misuse_qp_destroy_before_ack preload_fork preload_no_rdma preload_sigsegv \
-        preload_cancel preload_lost_event preload_dlopen race_cancelled_read \
+        preload_cancel preload_lost_event preload_read_without_ids preload_dlopen \
+        race_cancelled_read \
         misuse_qp_then_destroy soak_events misuse_destroyed_channel \
         misuse_destroyed_id misuse_retry_after_reject misuse_rejected_not_destroyed \
         misuse_cq_destroy_with_unacked \

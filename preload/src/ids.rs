@@ -90,10 +90,17 @@ unsafe fn note_created(rc: i32, id: *mut *mut rdma_cm_id, ret: usize, from_reque
         return;
     }
     // SAFETY: the caller's contract.
-    let new = unsafe { *id } as usize;
+    let new = unsafe { *id };
+    let channel = if new.is_null() {
+        0
+    } else {
+        // SAFETY: librdmacm just made it (or, for rdma_get_request, handed it over): a live id.
+        let ch = unsafe { (*new).channel };
+        ch as usize
+    };
     quietly(|| {
         let caller = whereis::caller_at(ret);
-        with_state(|s| s.id_created(new, caller, from_request));
+        with_state(|s| s.id_created(new as usize, channel, caller, from_request));
     });
 }
 

@@ -40,6 +40,7 @@ mod held;
 mod ids;
 mod lifecycle;
 mod objects;
+mod readers;
 mod real;
 mod record;
 mod report;
@@ -103,9 +104,23 @@ fn quietly(f: impl FnOnce()) {
     set_errno(saved);
 }
 
+/// A read of a channel in progress (readers.rs), for `cancelled_in_get`.
+struct Reading {
+    channel: usize,
+    token: readers::Token,
+}
+
 /// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event.
-unsafe extern "C" fn cancelled_in_get(channel: *mut libc::c_void) {
-    quietly(|| with_state(|s| s.cancelled_read(channel as usize)));
+///
+/// # Safety
+/// `reading` points to the `Reading` of the get_cm_event frame being unwound (still in place
+/// while its cleanup runs).
+unsafe extern "C" fn cancelled_in_get(reading: *mut libc::c_void) {
+    // SAFETY: the caller's contract.
+    let r = unsafe { &*(reading as *const Reading) };
+    readers::leave(r.token);
+    let channel = r.channel;
+    quietly(|| with_state(|s| s.cancelled_read(channel)));
 }
 
 /// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
@@ -200,10 +215,22 @@ unsafe extern "C-unwind" fn get_cm_event(
         return -1;
     }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
-    // SAFETY: as above, with our own out pointer; `cancelled_in_get` only records the channel.
-    let rc = unsafe {
-        cancel::watching_cancel(cancelled_in_get, channel.cast(), || real(channel, &mut raw))
+    // Seen by the hang watcher while it lasts: a read on a channel whose ids are all destroyed
+    // never returns.
+    let reading = Reading {
+        channel: channel as usize,
+        token: readers::enter(channel as usize, whereis::thread_id(), ret),
     };
+    // SAFETY: as above, with our own out pointer; `cancelled_in_get` only gives the read's slot
+    // back and records the channel, reading `reading`, which outlives the call.
+    let rc = unsafe {
+        cancel::watching_cancel(
+            cancelled_in_get,
+            &reading as *const Reading as *mut libc::c_void,
+            || real(channel, &mut raw),
+        )
+    };
+    readers::leave(reading.token);
     if rc != 0 || raw.is_null() {
         return rc;
     }
@@ -277,7 +304,8 @@ unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i32 {
     let rc = unsafe { real(id) };
     quietly(|| {
         watch::end(token);
-        with_state(|s| s.destroyed(id as usize));
+        let thread = whereis::thread_id();
+        with_state(|s| s.destroyed(id as usize, thread, ret));
     });
     rc
 }
@@ -303,7 +331,12 @@ unsafe extern "C-unwind" fn migrate_id(
     };
     // SAFETY: passed on as given.
     let rc = unsafe { real(id, channel) };
-    quietly(|| watch::end(token));
+    quietly(|| {
+        watch::end(token);
+        if rc == 0 {
+            with_state(|s| s.migrated(id as usize, channel as usize));
+        }
+    });
     rc
 }
 

@@ -76,6 +76,7 @@ extern "C" fn after_fork_child() {
     WATCH.unlock_after_fork();
     crate::whereis::forget_thread_id();
     crate::watch::after_fork_in_child();
+    crate::readers::after_fork_in_child();
     crate::cq::after_fork_in_child();
     crate::async_events::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {

@@ -127,11 +127,23 @@ impl Gone {
 
 #[derive(Clone, Copy, Default)]
 struct Id {
+    /// Its event channel (0: not known), for the count of each channel's live ids.
+    channel: usize,
     /// Made by librdmacm for itself (rsockets, rdma_create_ep's probes): not counted at exit.
     internal: bool,
     /// A CONNECT_REQUEST's new id.
     from_request: bool,
     rejected: bool,
+}
+
+/// A channel's ids: how many are alive, and the destroy that took the last one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OnChannel {
+    pub live: usize,
+    /// The id destroyed last, by which thread, called from where (a return address).
+    pub last_id: usize,
+    pub last_thread: i32,
+    pub last_at: usize,
 }
 
 /// What is left at exit, the program's own objects only.
@@ -144,6 +156,9 @@ pub struct Leftover {
 
 pub struct Objects {
     ids: PtrMap<usize, Id>,
+    /// Ids by event channel: a channel whose ids were all destroyed can get no event any more.
+    /// Its entry stays (no insert and remove per id life) until the channel is destroyed.
+    ids_on: PtrMap<usize, OnChannel>,
     channels: PtrMap<usize, bool>,
     gone_ids: Gone,
     gone_channels: Gone,
@@ -176,6 +191,7 @@ impl Objects {
             mirror,
             id_mirror,
             ids: PtrMap::default(),
+            ids_on: PtrMap::default(),
             channels: PtrMap::default(),
             gone_ids: Gone::default(),
             gone_channels: Gone::default(),
@@ -185,37 +201,82 @@ impl Objects {
         }
     }
 
-    pub fn id_created(&mut self, id: usize, internal: bool, from_request: bool) {
+    /// `id` made on event `channel` (0: not known).
+    pub fn id_created(&mut self, id: usize, channel: usize, internal: bool, from_request: bool) {
         if self.gone_ids.remove(id) {
             self.id_mirror.removed(id);
         }
+        self.count_on(channel, true);
         if let Some(old) = self.ids.insert(
             id,
             Id {
+                channel,
                 internal,
                 from_request,
                 rejected: false,
             },
         ) {
             // Never destroyed through us, yet made again: it was freed behind our back.
+            self.count_on(old.channel, false);
             self.forget_rejected(old);
         }
     }
 
-    /// `id` came in an event: it is alive, whoever made it (made unseen: not counted at exit).
-    pub fn id_seen(&mut self, id: usize) {
+    /// One more (`up`) or one less live id on `channel`; the entry, when it has one.
+    fn count_on(&mut self, channel: usize, up: bool) -> Option<&mut OnChannel> {
+        if channel == 0 {
+            return None;
+        }
+        let e = self.ids_on.entry(channel).or_default();
+        if up {
+            e.live += 1;
+        } else {
+            e.live = e.live.saturating_sub(1);
+        }
+        Some(e)
+    }
+
+    /// `id` came in an event on `channel`: it is alive, whoever made it (made unseen: not
+    /// counted at exit).
+    pub fn id_seen(&mut self, id: usize, channel: usize) {
         if id != 0 && !self.ids.contains_key(&id) {
-            self.id_created(id, true, false);
+            self.id_created(id, channel, true, false);
         }
     }
 
-    pub fn id_destroyed(&mut self, id: usize) {
-        if let Some(old) = self.ids.remove(&id) {
-            self.forget_rejected(old);
-            if self.gone_ids.insert(id) {
-                self.id_mirror.add(id);
+    /// rdma_migrate_id moved `id` to `channel`.
+    pub fn id_migrated(&mut self, id: usize, channel: usize) {
+        let Some(old) = self.ids.get(&id).map(|i| i.channel) else {
+            return;
+        };
+        if old != channel {
+            self.count_on(old, false);
+            self.count_on(channel, true);
+            if let Some(i) = self.ids.get_mut(&id) {
+                i.channel = channel;
             }
         }
+    }
+
+    /// `id` destroyed by `thread`, called from `at`. When it was the last live id on its
+    /// channel, no event can come on that channel any more (the kernel drops a destroyed id's
+    /// unread events) until an id is made on it again: `emptied` tells.
+    pub fn id_destroyed(&mut self, id: usize, thread: i32, at: usize) {
+        let Some(old) = self.ids.remove(&id) else {
+            return;
+        };
+        self.forget_rejected(old);
+        if self.gone_ids.insert(id) {
+            self.id_mirror.add(id);
+        }
+        if let Some(e) = self.count_on(old.channel, false) {
+            (e.last_id, e.last_thread, e.last_at) = (id, thread, at);
+        }
+    }
+
+    /// When `channel` had ids and all were destroyed, none made since: the last destroy.
+    pub fn emptied(&self, channel: usize) -> Option<OnChannel> {
+        self.ids_on.get(&channel).filter(|e| e.live == 0).copied()
     }
 
     fn forget_rejected(&mut self, old: Id) {
@@ -249,6 +310,9 @@ impl Objects {
     }
 
     pub fn channel_created(&mut self, channel: usize, internal: bool) {
+        // One freed at this address before (a synchronous id's, which librdmacm frees unseen
+        // with the id) is not this one.
+        self.ids_on.remove(&channel);
         if self.gone_channels.contains(channel) {
             self.gone_channels.remove(channel);
             let now = &self.gone_channels;
@@ -258,6 +322,7 @@ impl Objects {
     }
 
     pub fn channel_destroyed(&mut self, channel: usize) {
+        self.ids_on.remove(&channel);
         if self.channels.remove(&channel).is_some() {
             // Past the cap the mirror is in overflow already: what the cap pushes out needs no
             // slot cleared.
@@ -316,24 +381,60 @@ mod tests {
     #[test]
     fn a_destroyed_id_is_gone_until_made_again() {
         let mut o = fresh(64);
-        o.id_created(0x10, false, false);
+        o.id_created(0x10, 0, false, false);
         assert!(!o.id_gone(0x10));
-        o.id_destroyed(0x10);
+        o.id_destroyed(0x10, 0, 0);
         assert!(o.id_gone(0x10));
-        o.id_created(0x10, false, true);
+        o.id_created(0x10, 0, false, true);
         assert!(!o.id_gone(0x10));
         // An id whose creation was never seen is never judged.
-        o.id_destroyed(0x20);
+        o.id_destroyed(0x20, 0, 0);
         assert!(!o.id_gone(0x20));
         // An id that comes in an event is alive, whoever made it.
-        o.id_destroyed(0x10);
-        o.id_seen(0x10);
+        o.id_destroyed(0x10, 0, 0);
+        o.id_seen(0x10, 0);
         assert!(!o.id_gone(0x10));
         assert_eq!(
             o.leftover().ids,
             0,
             "an id made unseen is not counted at exit"
         );
+    }
+
+    #[test]
+    fn a_channel_is_told_when_its_last_id_is_destroyed() {
+        let mut o = fresh(64);
+        let (ch, other) = (0x7000, 0x8000);
+        let last = |o: &Objects, c| o.emptied(c).map(|e| (e.last_id, e.last_thread, e.last_at));
+        o.id_created(0x10, ch, false, false);
+        // A connection request's id, on its listen id's channel.
+        o.id_created(0x20, ch, false, true);
+        o.id_seen(0x30, other);
+        assert_eq!((o.emptied(ch), o.emptied(other)), (None, None));
+        o.id_destroyed(0x10, 7, 0x100);
+        assert_eq!(o.emptied(ch), None, "0x20 is still on it");
+        // Moved to the other channel: none left on ch, though its last destroy was 0x10's.
+        o.id_migrated(0x20, other);
+        assert_eq!(last(&o, ch), Some((0x10, 7, 0x100)));
+        o.id_destroyed(0x30, 8, 0x200);
+        assert_eq!(o.emptied(other), None);
+        o.id_destroyed(0x20, 9, 0x300);
+        assert_eq!(last(&o, other), Some((0x20, 9, 0x300)));
+        // Destroyed twice, or never seen made: nothing changes.
+        o.id_destroyed(0x20, 10, 0x400);
+        o.id_destroyed(0x40, 10, 0x400);
+        assert_eq!(last(&o, other), Some((0x20, 9, 0x300)));
+        // Made again on the channel: it has an id again.
+        o.id_created(0x10, other, false, false);
+        assert_eq!(o.emptied(other), None);
+        // Made again at the same address without a destroy seen: counted once, on its new
+        // channel.
+        o.id_created(0x10, ch, false, false);
+        assert!(o.emptied(other).is_some() && o.emptied(ch).is_none());
+        // A channel that never had an id, or was made anew at the address, is not emptied.
+        assert_eq!(o.emptied(0x9000), None);
+        o.channel_created(other, false);
+        assert_eq!(o.emptied(other), None);
     }
 
     #[test]
@@ -396,23 +497,23 @@ mod tests {
         assert_eq!(bucket(a), bucket(b));
         assert_ne!(bucket(a), bucket(c));
         for id in [a, b, c] {
-            o.id_created(id, false, false);
+            o.id_created(id, 0, false, false);
         }
         assert!(
             ![a, b, c].iter().any(|&i| ids.may_hold(i)),
             "nothing destroyed yet"
         );
-        o.id_destroyed(a);
-        o.id_destroyed(b);
-        o.id_destroyed(b); // destroyed twice: counted once
+        o.id_destroyed(a, 0, 0);
+        o.id_destroyed(b, 0, 0);
+        o.id_destroyed(b, 0, 0); // destroyed twice: counted once
         assert!(ids.may_hold(a) && !ids.may_hold(c));
-        o.id_created(a, false, false);
+        o.id_created(a, 0, false, false);
         assert!(ids.may_hold(b), "b still counts in the bucket");
         assert!(o.id_gone(b) && !o.id_gone(a));
-        o.id_created(b, false, false);
+        o.id_created(b, 0, false, false);
         assert!(!ids.may_hold(a) && !ids.may_hold(b));
         // Never seen made: not counted as destroyed.
-        o.id_destroyed(0x6000_0000);
+        o.id_destroyed(0x6000_0000, 0, 0);
         assert!(!ids.may_hold(0x6000_0000));
     }
 
@@ -505,8 +606,8 @@ mod tests {
     fn destroyed_pointers_are_remembered_up_to_the_cap() {
         let mut o = fresh(64);
         for p in 1..=GONE_CAP + 10 {
-            o.id_created(p, false, false);
-            o.id_destroyed(p);
+            o.id_created(p, 0, false, false);
+            o.id_destroyed(p, 0, 0);
         }
         assert!(!o.id_gone(1), "the oldest are forgotten");
         assert!(!o.id_gone(10));
@@ -520,18 +621,18 @@ mod tests {
     fn an_old_entry_ageing_out_keeps_a_newer_mark_of_the_same_pointer() {
         let mut o = fresh(64);
         // 0x10 destroyed, made again (the malloc reused it), then destroyed again later.
-        o.id_created(0x10, false, false);
-        o.id_destroyed(0x10);
-        o.id_created(0x10, false, false);
+        o.id_created(0x10, 0, false, false);
+        o.id_destroyed(0x10, 0, 0);
+        o.id_created(0x10, 0, false, false);
         for p in 1..=GONE_CAP / 2 {
-            o.id_created(p << 8, false, false);
-            o.id_destroyed(p << 8);
+            o.id_created(p << 8, 0, false, false);
+            o.id_destroyed(p << 8, 0, 0);
         }
-        o.id_destroyed(0x10);
+        o.id_destroyed(0x10, 0, 0);
         // Enough newer marks that the first entry of 0x10 ages out, not its second.
         for p in GONE_CAP / 2 + 1..=GONE_CAP {
-            o.id_created(p << 8, false, false);
-            o.id_destroyed(p << 8);
+            o.id_created(p << 8, 0, false, false);
+            o.id_destroyed(p << 8, 0, 0);
         }
         assert!(
             o.id_gone(0x10),
@@ -546,13 +647,13 @@ mod tests {
         let mut o = fresh(3);
         let mut due = Vec::new();
         for id in 1..=7 {
-            o.id_created(id, false, true);
+            o.id_created(id, 0, false, true);
             due.push(o.id_rejected(id));
         }
         assert_eq!(due, [None, None, Some(3), None, None, Some(6), None]);
         // Rejecting twice, or an id that is not a request's, counts nothing.
         assert_eq!(o.id_rejected(7), None);
-        o.id_created(100, false, false);
+        o.id_created(100, 0, false, false);
         assert_eq!(o.id_rejected(100), None);
         assert_eq!(
             o.leftover(),
@@ -564,12 +665,12 @@ mod tests {
         );
         // Destroying them brings the count down; the threshold is due again when it climbs back.
         for id in 1..=7 {
-            o.id_destroyed(id);
+            o.id_destroyed(id, 0, 0);
         }
         assert_eq!(o.leftover().rejected, 0);
         let again: Vec<_> = (200..203)
             .map(|id| {
-                o.id_created(id, false, true);
+                o.id_created(id, 0, false, true);
                 o.id_rejected(id)
             })
             .collect();
@@ -579,9 +680,9 @@ mod tests {
     #[test]
     fn internal_objects_are_not_counted_at_exit() {
         let mut o = fresh(64);
-        o.id_created(1, true, false);
+        o.id_created(1, 0, true, false);
         o.channel_created(2, true);
-        o.id_created(3, false, false);
+        o.id_created(3, 0, false, false);
         assert_eq!(
             o.leftover(),
             Leftover {
@@ -596,10 +697,10 @@ mod tests {
     fn a_request_id_librdmacm_got_is_the_programs_once_rdma_get_request_hands_it_out() {
         let mut o = fresh(64);
         // The CONNECT_REQUEST, got by librdmacm inside rdma_get_request: its id is librdmacm's.
-        o.id_created(5, true, true);
+        o.id_created(5, 0, true, true);
         assert_eq!(o.leftover().ids, 0);
         // rdma_get_request returned it to the program, which rejects it and never destroys it.
-        o.id_created(5, false, true);
+        o.id_created(5, 0, false, true);
         assert_eq!(o.id_rejected(5), None);
         assert_eq!(
             o.leftover(),

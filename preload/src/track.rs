@@ -293,11 +293,12 @@ impl State {
             ),
             Prepared::Raw => (raw, Holder::Raw(raw as usize), false),
         };
+        // A request's new id is on its listen id's channel, the one read.
         if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST {
             self.objects
-                .id_created(cm.id as usize, caller.in_librdmacm, true);
+                .id_created(cm.id as usize, channel, caller.in_librdmacm, true);
         } else {
-            self.objects.id_seen(cm.id as usize);
+            self.objects.id_seen(cm.id as usize, channel);
         }
         let i = (cm.event as usize).min(TYPE_SLOTS - 1);
         self.by_type[i] += 1;
@@ -573,17 +574,34 @@ impl State {
         }
     }
 
-    /// After rdma_destroy_id(id) returned: safe mode's acked copies of its events may go.
-    pub fn destroyed(&mut self, id: usize) {
+    /// After rdma_destroy_id(id), called by `thread` from `at`, returned: safe mode's acked
+    /// copies of its events may go.
+    pub fn destroyed(&mut self, id: usize, thread: i32, at: usize) {
         self.copies.id_destroyed(id);
-        self.objects.id_destroyed(id);
+        self.objects.id_destroyed(id, thread, at);
     }
 
-    /// A new id (rdma_create_id; rdma_get_request: `from_request`) or channel
-    /// (rdma_create_event_channel).
-    pub fn id_created(&mut self, id: usize, caller: whereis::Caller, from_request: bool) {
+    /// Whether every id of `channel` was destroyed and none made since.
+    pub fn channel_emptied(&self, channel: usize) -> bool {
+        self.objects.emptied(channel).is_some()
+    }
+
+    /// After rdma_migrate_id(id, channel) succeeded.
+    pub fn migrated(&mut self, id: usize, channel: usize) {
+        self.objects.id_migrated(id, channel);
+    }
+
+    /// A new id (rdma_create_id; rdma_get_request: `from_request`) on event `channel`, or a
+    /// channel (rdma_create_event_channel).
+    pub fn id_created(
+        &mut self,
+        id: usize,
+        channel: usize,
+        caller: whereis::Caller,
+        from_request: bool,
+    ) {
         self.objects
-            .id_created(id, caller.in_librdmacm, from_request);
+            .id_created(id, channel, caller.in_librdmacm, from_request);
     }
 
     pub fn channel_created(&mut self, channel: usize, caller: whereis::Caller) {
@@ -740,6 +758,47 @@ impl State {
             ),
         };
         self.add(f);
+    }
+
+    /// `thread` (called from `at`) has been inside rdma_get_cm_event on `channel` for at least
+    /// `waited_ms` since the watcher first saw that channel without ids: it waits for good.
+    pub fn report_read_without_ids(
+        &mut self,
+        channel: usize,
+        thread: i32,
+        at: usize,
+        waited_ms: u64,
+    ) {
+        let Some(e) = self.objects.emptied(channel) else {
+            return;
+        };
+        let place = if at == 0 {
+            "rdma_get_cm_event".to_string()
+        } else {
+            whereis::describe(at)
+        };
+        let message = format!(
+            "rdma_get_cm_event on event channel {channel:#x} has blocked at least {waited_ms} ms \
+             since thread {} destroyed the channel's last cm_id ({:#x}, at {}), and no id was \
+             made on it since: no event can come, so it returns only if an id is made on this \
+             channel or the thread is cancelled. The kernel drops a destroyed id's unread \
+             events: a thread that polls the channel's fd and then calls rdma_get_cm_event \
+             waits forever when another thread destroys the id between the two (rping's \
+             cm_thread against its main thread's rdma_destroy_id); stop the event thread \
+             before destroying the last id, or read with the fd non-blocking",
+            e.last_thread,
+            e.last_id,
+            whereis::describe(e.last_at),
+        );
+        self.add(Finding {
+            kind: Kind::GetEventWithoutIds,
+            seq: 0,
+            event_type: "-",
+            id: e.last_id,
+            thread,
+            place,
+            message,
+        });
     }
 
     /// At exit: events never acked, the report's event records, and the summary, with `extra`
@@ -908,16 +967,16 @@ mod tests {
             in_librdmacm: false,
         };
         let id = 0x5555_0000_1230;
-        s.id_created(id, caller, false);
+        s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
-        s.destroyed(id);
+        s.destroyed(id, 0, 0);
         assert!(s.use_of_id("rdma_resolve_addr", id, caller));
         // A sockaddr_in for 192.0.2.1:18515 read as a pointer, as perftest's retry passes it.
         assert!(s.use_of_id("rdma_resolve_addr", 0x0102_00c0_5348_0002, caller));
         let kinds: Vec<(Kind, u64)> = s.findings.iter().map(|(f, n)| (f.kind, *n)).collect();
         assert_eq!(kinds, [(Kind::UseAfterDestroyId, 1), (Kind::NotACmId, 1)]);
         // Made again at the same address: a live id once more.
-        s.id_created(id, caller, false);
+        s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
     }
 }

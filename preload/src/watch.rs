@@ -4,6 +4,14 @@
 //! waiting for an event nobody can ack: it gets a finding while it blocks, so no such hang goes
 //! unnamed. (Unacked events the program holds are named before the call blocks: judge_wait.)
 //!
+//! The other call that can block forever is rdma_get_cm_event on a channel whose cm_ids were
+//! all destroyed: the kernel drops a destroyed id's unread events, so a thread that saw an event
+//! with poll(2) and reads it after another thread destroyed the id waits for good (rping's
+//! cm_thread). At each tick the watcher also looks at the reads in progress (readers.rs): one on
+//! such a channel, no id made on it since, is followed while the watcher stays awake, and named
+//! once it has blocked CMSAFE_HANG_MS. The destroy that emptied the channel woke the watcher (it
+//! is a watched call), so a read that blocks right after it is seen at the next tick.
+//!
 //! The watcher costs nothing per event: it ticks (every CMSAFE_HANG_MS/2) only while calls are
 //! being watched or begin, and parks after a tick in which none was, until the next watched
 //! call wakes it (one futex(2) per burst of calls, none per call).
@@ -116,12 +124,75 @@ fn spawn_watcher() -> Option<std::thread::Thread> {
     }
 }
 
+/// A read in progress on a channel without ids, as the watcher follows it.
+struct Stuck {
+    slot: usize,
+    channel: usize,
+    thread: i32,
+    at: usize,
+    since_ns: u64,
+    reported: bool,
+}
+
+/// The reads in progress on channels whose ids were all destroyed: `stuck` updated (those that
+/// ended, or whose channel got an id, leave; new ones come with `now`), and those blocked
+/// `hang_ns` named. True while one is followed and not yet named: the watcher stays awake.
+fn follow_reads(stuck: &mut Vec<Stuck>, now: u64, hang_ns: u64) -> bool {
+    let reads = crate::readers::all();
+    if reads.is_empty() && stuck.is_empty() {
+        return false;
+    }
+    let mut emptied = Vec::new();
+    crate::quietly(|| {
+        emptied = with_state(|s| {
+            reads
+                .iter()
+                .copied()
+                .filter(|&(_, channel, _, _)| s.channel_emptied(channel))
+                .collect()
+        })
+    });
+    stuck.retain(|s| {
+        emptied.iter().any(|&(slot, channel, thread, _)| {
+            (slot, channel, thread) == (s.slot, s.channel, s.thread)
+        })
+    });
+    for (slot, channel, thread, at) in emptied {
+        if !stuck
+            .iter()
+            .any(|s| (s.slot, s.channel, s.thread) == (slot, channel, thread))
+        {
+            stuck.push(Stuck {
+                slot,
+                channel,
+                thread,
+                at,
+                since_ns: now,
+                reported: false,
+            });
+        }
+    }
+    for s in stuck.iter_mut() {
+        if !s.reported && now.saturating_sub(s.since_ns) >= hang_ns {
+            s.reported = true;
+            let waited_ms = now.saturating_sub(s.since_ns) / 1_000_000;
+            let (channel, thread, at) = (s.channel, s.thread, s.at);
+            crate::quietly(|| {
+                with_state(|st| st.report_read_without_ids(channel, thread, at, waited_ms))
+            });
+        }
+    }
+    stuck.iter().any(|s| !s.reported)
+}
+
 fn watcher() {
     let hang_ns = CONFIG.hang_ns;
     let tick = Duration::from_nanos((hang_ns / 2).clamp(10_000_000, 2_500_000_000));
+    let mut stuck = Vec::new();
     loop {
         crate::cancel::sleep(tick);
         let now = now_ns();
+        let following = follow_reads(&mut stuck, now, hang_ns);
         let (due, idle) = {
             let mut w = watch();
             let mut due = Vec::new();
@@ -132,7 +203,7 @@ fn watcher() {
                 }
             }
             let begun = std::mem::take(&mut w.begun);
-            w.idle = w.calls.is_empty() && !begun;
+            w.idle = w.calls.is_empty() && !begun && !following;
             (due, w.idle)
         };
         for wait in due {
