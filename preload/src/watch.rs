@@ -148,25 +148,25 @@ fn follow_reads(stuck: &mut Vec<Stuck>, now: u64, hang_ns: u64) -> bool {
             reads
                 .iter()
                 .copied()
-                .filter(|&(_, channel, _, _)| s.channel_emptied(channel))
-                .collect()
+                .filter(|r| s.channel_emptied(r.channel))
+                .collect::<Vec<_>>()
         })
     });
     stuck.retain(|s| {
-        emptied.iter().any(|&(slot, channel, thread, _)| {
-            (slot, channel, thread) == (s.slot, s.channel, s.thread)
-        })
+        emptied
+            .iter()
+            .any(|r| (r.slot, r.channel, r.thread) == (s.slot, s.channel, s.thread))
     });
-    for (slot, channel, thread, at) in emptied {
+    for r in emptied {
         if !stuck
             .iter()
-            .any(|s| (s.slot, s.channel, s.thread) == (slot, channel, thread))
+            .any(|s| (s.slot, s.channel, s.thread) == (r.slot, r.channel, r.thread))
         {
             stuck.push(Stuck {
-                slot,
-                channel,
-                thread,
-                at,
+                slot: r.slot,
+                channel: r.channel,
+                thread: r.thread,
+                at: r.at,
                 since_ns: now,
                 reported: false,
             });

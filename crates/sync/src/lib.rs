@@ -17,6 +17,7 @@
 //! - [`page_state::PageState`]: the life of one of audit's guarded pages, by compare-and-swap.
 //! - [`saved_action::SavedAction`]: the previous signal action, saved before ours is installed.
 //! - [`gone_channels::GoneChannels`]: destroyed event channels, for a check that takes no lock.
+//! - [`read_table::ReadTable`]: the threads blocked in a read, by channel, for a watcher.
 //!
 //! `shim` picks the atomics; `slot_cell` the cell whose accesses loom checks for races.
 
@@ -28,6 +29,7 @@ mod slot_cell;
 
 pub mod gone_channels;
 pub mod page_state;
+pub mod read_table;
 pub mod saved_action;
 pub mod signal_queue;
 
