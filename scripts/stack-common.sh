@@ -39,13 +39,14 @@ stack_init() {
 }
 
 # stack_apt COMMAND [ARGS...]: apt-get or apt-cache on the suite's own package lists (under
-# stack_cache/apt), never the machine's.
+# stack_cache/apt), never the machine's. Valid-Until is not checked: the archive may be served
+# as a snapshot older than a suite's Release file's week (the signatures are still checked).
 stack_apt() {
   local a=$stack_cache/apt cmd=$1
   shift
   "$cmd" -o Dir::Etc::sourcelist="$a/sources.list" -o Dir::Etc::sourceparts=- \
     -o Dir::State::Lists="$a/lists" -o Dir::Cache="$a/cache" -o Dir::State::status="$a/status" \
-    -o APT::Architectures=amd64 "$@"
+    -o APT::Architectures=amd64 -o Acquire::Check-Valid-Until=false "$@"
 }
 
 # stack_apt_update: the suite's package lists, fetched once a day at most.
