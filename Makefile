@@ -125,6 +125,17 @@ stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
 	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
+# The oldest Rust each crate says it builds with (rust-version): the library, its core and
+# cmsafe-sync need 1.83 (mutable references in const evaluation), the preload 1.88 (naked
+# functions). Each checked with that toolchain, installed by rustup when missing.
+.PHONY: msrv
+MSRV_LIB := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+MSRV_PRELOAD := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' preload/Cargo.toml)
+msrv: deps
+	rustup toolchain install $(MSRV_LIB) $(MSRV_PRELOAD) --profile minimal
+	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_LIB) check --locked -p cmsafe -p cmsafe-core -p cmsafe-sync --all-targets
+	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_PRELOAD) check --locked --workspace --all-targets
+
 # The loom models of the lock-free parts (crates/sync): each model's interleavings, with at most
 # LOOM_MAX_PREEMPTIONS preemptions a run, in a target directory of their own (--cfg loom
 # rebuilds every crate it touches).
