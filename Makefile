@@ -144,8 +144,10 @@ test: deps fmt-check clippy cargo-test loom header-check guest-test \
       fault-test stacks-test
 	@echo "make test: all passed"
 
+# TRANSPORT=iwarp runs it on Soft-iWARP (siw0) instead of Soft-RoCE (scripts/rxe-vm --help).
+TRANSPORT ?= roce
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
-	$(RXE_VM) -- scripts/demo-in-guest
+	$(RXE_VM) --transport $(TRANSPORT) -- scripts/demo-in-guest
 
 clean:
 	$(CARGO) clean
