@@ -7,6 +7,9 @@ PROFILE := release
 LIBOUT  := $(CURDIR)/target/$(PROFILE)
 CTESTS  := target/c-tests
 RXE_VM  := scripts/rxe-vm
+# The guests' RDMA transport for make demo and make pair-test: roce (Soft-RoCE) or iwarp
+# (Soft-iWARP).
+TRANSPORT ?= roce
 
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
@@ -124,7 +127,8 @@ stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins)
 stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
 	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
-# Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
+# Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
+# TRANSPORT=iwarp on Soft-iWARP.
 # The loom models of the lock-free parts (crates/sync): each model's interleavings, with at most
 # LOOM_MAX_PREEMPTIONS preemptions a run, in a target directory of their own (--cfg loom
 # rebuilds every crate it touches).
@@ -136,7 +140,8 @@ loom: deps
 
 .PHONY: pair-test
 pair-test: deps
-	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair -- scripts/pair-rping -- scripts/pair-rping
+	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair --transport $(TRANSPORT) -- \
+	  scripts/pair-rping -- scripts/pair-rping
 
 test: deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
@@ -145,7 +150,6 @@ test: deps fmt-check clippy cargo-test loom header-check guest-test \
 	@echo "make test: all passed"
 
 # TRANSPORT=iwarp runs it on Soft-iWARP (siw0) instead of Soft-RoCE (scripts/rxe-vm --help).
-TRANSPORT ?= roce
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
 	$(RXE_VM) --transport $(TRANSPORT) -- scripts/demo-in-guest
 
