@@ -121,12 +121,14 @@ rxe_kernel() {
 
 # --- Soft-iWARP (--transport iwarp): siw.ko for $kver, from Debian's own kernel source ----------
 # Debian's kernels are built without siw (`# CONFIG_RDMA_SIW is not set`), but its source is in
-# linux-source-X.Y and builds out of tree against linux-headers-$kver. The packages, of the same
-# version as the kernel package, are downloaded (apt-get download, never installed) and unpacked
+# linux-source-X.Y and builds out of tree against linux-headers-$kver. The packages, of the
+# version apt offers for linux-image-$kver (the kernel unpacked under kernel-$kver may be an
+# earlier upload of the same ABI, $kver, which Debian bumps whenever the module interface
+# changes), are downloaded (apt-get download, never installed) and unpacked
 # under target/rxe-vm; only the module is kept, as target/rxe-vm/siw-$kver/siw.ko, so that later
 # runs build nothing. A first run costs about 150 MB of downloads, the 140 MB source tarball
-# decompressed to find the siw directory in it, and the build: about 40 s (scripts/rxe-vm --help
-# has the figure measured).
+# decompressed to find the siw directory in it, and the build: 40 to 50 s (scripts/rxe-vm --help
+# has the figures measured).
 rxe_siw() {
   siw_ko=$state/siw-$kver/siw.ko
   [ -e "$siw_ko" ] && return 0
@@ -136,6 +138,8 @@ rxe_siw() {
   series=$(echo "$kver" | cut -d. -f1,2) # 6.1.0-57-amd64: linux-source-6.1
   echo "$rxe_me: building Soft-iWARP (siw.ko) for $kver from linux-source-$series $ver" >&2
   build=$(mktemp -d "$state/siw-build.XXXXXX")
+  # A failed build leaves nothing behind (the source package alone is 140 MB).
+  siw_fail() { rm -rf "$build"; rxe_die "$@"; }
   # linux-headers-$kver, the -common headers and linux-kbuild-X.Y it depends on (the compiler
   # package it names, linux-compiler-gcc-*, only depends on gcc, which scripts/setup-deps installs).
   pkgs=("linux-source-$series=$ver" "linux-headers-$kver=$ver")
@@ -143,20 +147,20 @@ rxe_siw() {
     case "$p" in linux-headers-*|linux-kbuild-*) pkgs+=("$p=$ver") ;; esac
   done
   (cd "$build" && apt-get download "${pkgs[@]}" >"$build/download.log" 2>&1) ||
-    { cat "$build/download.log" >&2; rxe_die "apt-get download ${pkgs[*]} failed"; }
+    { cat "$build/download.log" >&2; siw_fail "apt-get download ${pkgs[*]} failed"; }
   mkdir "$build/root"
   for p in "$build"/linux-headers-*.deb "$build"/linux-kbuild-*.deb; do dpkg-deb -x "$p" "$build/root"; done
   hdrs=$build/root/usr/src/linux-headers-$kver
-  [ -e "$hdrs/Makefile" ] || rxe_die "no usr/src/linux-headers-$kver/Makefile in ${pkgs[*]}"
+  [ -e "$hdrs/Makefile" ] || siw_fail "no usr/src/linux-headers-$kver/Makefile in ${pkgs[*]}"
   # Its Makefile includes the -common one by its installed path: point it at the unpacked one.
   sed -i "s|^include /usr/src/|include $build/root/usr/src/|" "$hdrs/Makefile"
   src=linux-source-$series/drivers/infiniband/sw/siw
   dpkg-deb --fsys-tarfile "$build"/linux-source-*.deb |
     tar -xO "./usr/src/linux-source-$series.tar.xz" | tar -xJ -C "$build" "$src" ||
-    rxe_die "no $src in linux-source-$series $ver"
+    siw_fail "no $src in linux-source-$series $ver"
   if ! make -C "$hdrs" M="$build/$src" CONFIG_RDMA_SIW=m -j"$(nproc)" modules >"$build/make.log" 2>&1; then
     tail -n 40 "$build/make.log" >&2
-    rxe_die "the build of siw.ko failed"
+    siw_fail "the build of siw.ko failed"
   fi
   # Without its debug information the module is 5 MB smaller in every initramfs.
   strip --strip-debug "$build/$src/siw.ko"
