@@ -7,6 +7,9 @@ PROFILE := release
 LIBOUT  := $(CURDIR)/target/$(PROFILE)
 CTESTS  := target/c-tests
 RXE_VM  := scripts/rxe-vm
+# The guests' RDMA transport for make demo and make pair-test: roce (Soft-RoCE) or iwarp
+# (Soft-iWARP).
+TRANSPORT ?= roce
 
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
@@ -124,7 +127,6 @@ stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins)
 stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
 	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
-# Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides.
 # The oldest Rust each crate says it builds with (rust-version): the library, its core and
 # cmsafe-sync need 1.83 (mutable references in const evaluation), the preload 1.88 (naked
 # functions). Each checked with that toolchain, installed by rustup when missing.
@@ -145,9 +147,12 @@ loom: deps
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
 	  $(CARGO) test --release --locked -p cmsafe-sync --lib
 
+# Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
+# TRANSPORT=iwarp on Soft-iWARP.
 .PHONY: pair-test
 pair-test: deps
-	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair -- scripts/pair-rping -- scripts/pair-rping
+	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair --transport $(TRANSPORT) -- \
+	  scripts/pair-rping -- scripts/pair-rping
 
 test: deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
@@ -155,8 +160,9 @@ test: deps fmt-check clippy cargo-test loom header-check guest-test \
       fault-test stacks-test
 	@echo "make test: all passed"
 
+# TRANSPORT=iwarp runs it on Soft-iWARP (siw0) instead of Soft-RoCE (scripts/rxe-vm --help).
 demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
-	$(RXE_VM) -- scripts/demo-in-guest
+	$(RXE_VM) --transport $(TRANSPORT) -- scripts/demo-in-guest
 
 clean:
 	$(CARGO) clean

@@ -10,7 +10,14 @@
  * Events come from cmsafe_get_event, so reading the ESTABLISHED event's private data (the
  * server's echo) needs no care about when librdmacm's event is acked.
  *
- * Build: cc -std=c11 token_client.c $(pkg-config --cflags --libs cmsafe)
+ * It runs on RoCE and on iWARP alike: each QP exists before rdma_connect (iWARP requires it, and
+ * then ESTABLISHED comes without a CONNECT_RESPONSE first), initiator depth and responder
+ * resources are 1 (iWARP refuses 0), and the echo is found up to its NUL whatever the length
+ * of the private data (RoCE pads it, iWARP delivers the bytes sent). All QPs share one CQ: see
+ * shared_cq().
+ *
+ * Build: cc -std=c11 token_client.c $(pkg-config --cflags --libs cmsafe libibverbs)
+ * (libibverbs for the shared CQ, created and destroyed here with ibv_create_cq/ibv_destroy_cq)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -81,10 +88,31 @@ static cmsafe_event *expect(struct rdma_event_channel *ch, struct rdma_cm_id *id
     return ev;
 }
 
+enum { SEND_WR = 4, RECV_WR = 4 };
+
+/* The one CQ every QP of this process uses (no work request is ever posted: the connections
+ * only carry private data), created on the device of the first resolved id.
+ * Not one CQ pair per QP, as rdma_create_qp makes when given none: on Soft-iWARP every CQ and
+ * every send or receive queue is a memory mapping of the verbs context, and the 145th live
+ * one gets the key 0x90000, which siw (kernel and libsiw alike) also uses as "no mapping"
+ * (SIW_INVAL_UOBJ_KEY): libsiw then fails the CQ or QP with a stale errno (ENOSPC here). With
+ * two CQs per QP that is the 37th connection; with a shared CQ, the 72nd. */
+static struct ibv_cq *cq;
+
+static struct ibv_cq *shared_cq(struct rdma_cm_id *id, unsigned connections)
+{
+    if (!cq) {
+        cq = ibv_create_cq(id->verbs, (int)(connections * (SEND_WR + RECV_WR)), NULL, NULL, 0);
+        if (!cq)
+            die("ibv_create_cq: %s", strerror(errno));
+    }
+    return cq;
+}
+
 /* Connects a new id on `ch` to `dst` with `token` as private data; returns once ESTABLISHED
  * and the server's echo of the token is checked. */
 static struct rdma_cm_id *connect_one(struct rdma_event_channel *ch, struct sockaddr_in *dst,
-                                      const char *token)
+                                      const char *token, unsigned connections)
 {
     struct rdma_cm_id *id = NULL;
     if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
@@ -98,14 +126,19 @@ static struct rdma_cm_id *connect_one(struct rdma_event_channel *ch, struct sock
         die("rdma_resolve_route: %s", strerror(errno));
     cmsafe_event_release(expect(ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED));
 
+    struct ibv_cq *cq = shared_cq(id, connections);
     struct ibv_qp_init_attr qp_attr = {
-        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = {.max_send_wr = SEND_WR, .max_recv_wr = RECV_WR, .max_send_sge = 1,
+                .max_recv_sge = 1},
         .qp_type = IBV_QPT_RC,
     };
-    if (rdma_create_qp(id, NULL, &qp_attr)) /* NULL: librdmacm's default PD, its own CQs */
+    if (rdma_create_qp(id, NULL, &qp_attr)) /* NULL: librdmacm's default PD */
         die("rdma_create_qp: %s", strerror(errno));
 
-    /* RoCE carries at most 56 bytes of CONNECT_REQUEST private data; the token fits. */
+    /* RoCE carries at most 56 bytes of CONNECT_REQUEST private data (iWARP more); the token
+     * fits. */
     struct rdma_conn_param param = {
         .private_data = token,
         .private_data_len = (uint8_t)(strlen(token) + 1),
@@ -149,7 +182,7 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < n; i++) {
         char token[TOKEN_MAX];
         make_token(token, seed, i);
-        ids[i] = connect_one(ch, &dst, token);
+        ids[i] = connect_one(ch, &dst, token, n);
         ids[i]->context = &ids[i]; /* to find the connection again from its events */
     }
     printf("token_client: %u/%u connections established, each token echoed back by the server\n",
@@ -171,11 +204,14 @@ int main(int argc, char **argv)
             rdma_destroy_id(*slot);
             *slot = NULL;
             disconnected++;
-        } else if (cm->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+        } else if (cm->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) { /* RoCE's; iWARP has none */
             die("got %s (status %d) while disconnecting", rdma_event_str(cm->event), cm->status);
         }
         cmsafe_event_release(ev);
     }
+    /* The CQ after every QP on it. Its verbs context is librdmacm's and stays open. */
+    if (cq && ibv_destroy_cq(cq))
+        die("ibv_destroy_cq: %s", strerror(errno));
     rdma_destroy_event_channel(ch);
     printf("token_client: %u/%u disconnected, QPs and ids destroyed\n", disconnected, n);
     return 0;

@@ -13,7 +13,12 @@
  * When a client disconnects, the server disconnects too and frees the connection's QP and id.
  * It exits 0 when all CLIENTS connections were verified, accepted, established and disconnected.
  *
- * Build: cc -std=c11 token_server.c $(pkg-config --cflags --libs cmsafe)
+ * It runs on RoCE and on iWARP alike: each QP exists before rdma_accept, responder resources and
+ * initiator depth are 1 (iWARP refuses 0), the token is read up to its NUL whatever the length
+ * of the private data, and no TIMEWAIT_EXIT is awaited. All QPs share one CQ: see shared_cq().
+ *
+ * Build: cc -std=c11 token_server.c $(pkg-config --cflags --libs cmsafe libibverbs)
+ * (libibverbs for the shared CQ, created and destroyed here with ibv_create_cq/ibv_destroy_cq)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -79,10 +84,32 @@ static void on_timeout(int sig)
     _exit(2);
 }
 
+enum { SEND_WR = 4, RECV_WR = 4 };
+
+/* The one CQ every QP of this server uses (no work request is ever posted: the connections
+ * only carry private data), created on the device of the first request.
+ * Not one CQ pair per QP, as rdma_create_qp makes when given none: on Soft-iWARP every CQ and
+ * every send or receive queue is a memory mapping of the verbs context, and the 145th live
+ * one gets the key 0x90000, which siw (kernel and libsiw alike) also uses as "no mapping"
+ * (SIW_INVAL_UOBJ_KEY): libsiw then fails the CQ or QP with a stale errno. With two CQs per
+ * QP that is the 37th connection; with a shared CQ, the 72nd. */
+static struct ibv_cq *cq;
+
+static struct ibv_cq *shared_cq(struct rdma_cm_id *id)
+{
+    if (!cq) {
+        cq = ibv_create_cq(id->verbs, (int)(nclients * (SEND_WR + RECV_WR)), NULL, NULL, 0);
+        if (!cq)
+            die("ibv_create_cq: %s", strerror(errno));
+    }
+    return cq;
+}
+
 /* Checks a token from a CONNECT_REQUEST. Returns its client index, or -1 and says why. */
 static int verify_token(const unsigned char *pdata, unsigned len)
 {
-    /* RoCE pads the private data with zeroes to 56 bytes: the token ends at the first NUL. */
+    /* RoCE pads the private data with zeroes to 56 bytes, iWARP delivers the bytes sent: either
+     * way the token ends at the first NUL. */
     if (!pdata || !memchr(pdata, '\0', len)) {
         fprintf(stderr, "token_server: FAIL: private data holds no NUL-terminated token\n");
         return -1;
@@ -136,11 +163,15 @@ static void on_connect_request(struct rdma_cm_id *id, const struct rdma_conn_par
     c->id = id;
     id->context = c;
 
+    struct ibv_cq *qp_cq = shared_cq(id);
     struct ibv_qp_init_attr qp_attr = {
-        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+        .send_cq = qp_cq,
+        .recv_cq = qp_cq,
+        .cap = {.max_send_wr = SEND_WR, .max_recv_wr = RECV_WR, .max_send_sge = 1,
+                .max_recv_sge = 1},
         .qp_type = IBV_QPT_RC,
     };
-    if (rdma_create_qp(id, NULL, &qp_attr)) /* NULL: librdmacm's default PD, its own CQs */
+    if (rdma_create_qp(id, NULL, &qp_attr)) /* NULL: librdmacm's default PD */
         die("rdma_create_qp: %s", strerror(errno));
 
     /* Echo the token back (up to its NUL) so the client can check what the server read. */
@@ -220,12 +251,15 @@ int main(int argc, char **argv)
             if (c && c->id)
                 close_conn(c);
             break;
-        default: /* e.g. TIMEWAIT_EXIT: nothing to do */
+        default: /* e.g. TIMEWAIT_EXIT (RoCE only): nothing to do */
             break;
         }
         cmsafe_event_release(ev); /* `cm` and its private data are not used past this point */
     }
 
+    /* The CQ after every QP on it (each connection's was destroyed with it). */
+    if (cq && ibv_destroy_cq(cq))
+        die("ibv_destroy_cq: %s", strerror(errno));
     rdma_destroy_id(listen_id);
     rdma_destroy_event_channel(ch);
 

@@ -1,13 +1,16 @@
 # rxe-common.sh: what scripts/rxe-vm (one guest) and scripts/rxe-pair (two guests joined by a
 # network link) share: Debian's kernel unpacked under target/rxe-vm, the initramfs and its /init,
 # the script each guest runs, and qemu's common arguments. Sourced, never run; the caller sets
-# rxe_me (its name in messages) first, and rxe_stack to boot another Debian suite (empty, or
-# bookworm, is today's path: the host's kernel package and the host's / as the guest's root).
+# rxe_me (its name in messages) first, rxe_stack to boot another Debian suite (empty, or
+# bookworm, is today's path: the host's kernel package and the host's / as the guest's root), and
+# rxe_transport: roce (empty is roce: Soft-RoCE, rdma_rxe, device rxe0) or iwarp (Soft-iWARP,
+# siw, device siw0, the module built by rxe_siw since Debian's kernels do not ship it).
 #
 # After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd, and
 # $rxe_hostroot (the directory the guest chroots into: / or the stack's root), $rxe_share (what
 # the guest sees as the repo's target/: target/, or target/stacks/NAME/target for a stack),
-# $rxe_runs (where a run's files go: $rxe_share/rxe-vm).
+# $rxe_runs (where a run's files go: $rxe_share/rxe-vm), $rxe_dev (rxe0 or siw0) and
+# $rxe_link_type (rxe or siw: `rdma link add ... type`).
 
 rxe_die() { echo "$rxe_me: $*" >&2; exit 125; }
 
@@ -24,12 +27,21 @@ rxe_prepare() {
   rxe_hostroot=/
   rxe_share=$target
   rxe_runs=$state
+  # shellcheck disable=SC2034 # rxe_dev is read by rxe-vm and rxe-pair
+  case ${rxe_transport:-roce} in
+    roce) rxe_transport=roce rxe_dev=rxe0 rxe_link_type=rxe ;;
+    iwarp) rxe_dev=siw0 rxe_link_type=siw ;;
+    *) rxe_die "unknown transport \"$rxe_transport\" (roce or iwarp)" ;;
+  esac
   if [ -n "${rxe_stack-}" ] && [ "$rxe_stack" != bookworm ]; then
+    # siw.ko is built from the suite's own kernel source; only bookworm's is wired up so far.
+    [ "$rxe_transport" = roce ] || rxe_die "--transport iwarp runs on the default stack (bookworm) only"
     rxe_stack_prepare
   else
     rxe_stack=
     rxe_kernel
   fi
+  [ "$rxe_transport" = roce ] || rxe_siw
   rxe_initrd
 }
 
@@ -107,25 +119,83 @@ rxe_kernel() {
   fi
 }
 
+# --- Soft-iWARP (--transport iwarp): siw.ko for $kver, from Debian's own kernel source ----------
+# Debian's kernels are built without siw (`# CONFIG_RDMA_SIW is not set`), but its source is in
+# linux-source-X.Y and builds out of tree against linux-headers-$kver. The packages, of the
+# version apt offers for linux-image-$kver (the kernel unpacked under kernel-$kver may be an
+# earlier upload of the same ABI, $kver, which Debian bumps whenever the module interface
+# changes), are downloaded (apt-get download, never installed) and unpacked
+# under target/rxe-vm; only the module is kept, as target/rxe-vm/siw-$kver/siw.ko, so that later
+# runs build nothing. A first run costs about 150 MB of downloads, the 140 MB source tarball
+# decompressed to find the siw directory in it, and the build: 40 to 50 s (scripts/rxe-vm --help
+# has the figures measured).
+rxe_siw() {
+  siw_ko=$state/siw-$kver/siw.ko
+  [ -e "$siw_ko" ] && return 0
+  local ver series build hdrs p pkgs src
+  ver=$(apt-cache show --no-all-versions "linux-image-$kver" 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+  [ -n "$ver" ] || rxe_die "no version for linux-image-$kver in apt's lists"
+  series=$(echo "$kver" | cut -d. -f1,2) # 6.1.0-57-amd64: linux-source-6.1
+  echo "$rxe_me: building Soft-iWARP (siw.ko) for $kver from linux-source-$series $ver" >&2
+  build=$(mktemp -d "$state/siw-build.XXXXXX")
+  # A failed build leaves nothing behind (the source package alone is 140 MB).
+  siw_fail() { rm -rf "$build"; rxe_die "$@"; }
+  # linux-headers-$kver, the -common headers and linux-kbuild-X.Y it depends on (the compiler
+  # package it names, linux-compiler-gcc-*, only depends on gcc, which scripts/setup-deps installs).
+  pkgs=("linux-source-$series=$ver" "linux-headers-$kver=$ver")
+  for p in $(apt-cache depends "linux-headers-$kver=$ver" 2>/dev/null | awk '$1 == "Depends:" {print $2}'); do
+    case "$p" in linux-headers-*|linux-kbuild-*) pkgs+=("$p=$ver") ;; esac
+  done
+  (cd "$build" && apt-get download "${pkgs[@]}" >"$build/download.log" 2>&1) ||
+    { cat "$build/download.log" >&2; siw_fail "apt-get download ${pkgs[*]} failed"; }
+  mkdir "$build/root"
+  for p in "$build"/linux-headers-*.deb "$build"/linux-kbuild-*.deb; do dpkg-deb -x "$p" "$build/root"; done
+  hdrs=$build/root/usr/src/linux-headers-$kver
+  [ -e "$hdrs/Makefile" ] || siw_fail "no usr/src/linux-headers-$kver/Makefile in ${pkgs[*]}"
+  # Its Makefile includes the -common one by its installed path: point it at the unpacked one.
+  sed -i "s|^include /usr/src/|include $build/root/usr/src/|" "$hdrs/Makefile"
+  src=linux-source-$series/drivers/infiniband/sw/siw
+  dpkg-deb --fsys-tarfile "$build"/linux-source-*.deb |
+    tar -xO "./usr/src/linux-source-$series.tar.xz" | tar -xJ -C "$build" "$src" ||
+    siw_fail "no $src in linux-source-$series $ver"
+  if ! make -C "$hdrs" M="$build/$src" CONFIG_RDMA_SIW=m -j"$(nproc)" modules >"$build/make.log" 2>&1; then
+    tail -n 40 "$build/make.log" >&2
+    siw_fail "the build of siw.ko failed"
+  fi
+  # Without its debug information the module is 5 MB smaller in every initramfs.
+  strip --strip-debug "$build/$src/siw.ko"
+  mkdir -p "$state/siw-$kver.tmp.$$"
+  mv "$build/$src/siw.ko" "$state/siw-$kver.tmp.$$/siw.ko"
+  rm -rf "$build"
+  mv -T "$state/siw-$kver.tmp.$$" "$state/siw-$kver" 2>/dev/null || rm -rf "$state/siw-$kver.tmp.$$" # another run won
+}
+
 # --- initramfs: busybox, the modules in dependency order, and /init ---------------------------
 # What the guests need: Soft-RoCE and the CM stack, crc32 for rxe's ICRC (without crc32_generic
 # `rdma link add` fails), the dummy netdev (one guest), virtio-net and netem (two guests joined
 # by a link that tc can degrade), and virtio for the 9p shares and the output console.
 # A module a kernel does not have (crc32_generic is gone in 7.3: crc32 is in the library there)
 # is left out of that kernel's initramfs; compressed modules (.ko.xz, .ko.zst) go in unpacked.
+# Soft-iWARP's initramfs (its own file) adds siw's dependencies, crc32c for its CRC (libcrc32c
+# finds it through the crypto API: crc32c_generic is the module that provides it), then siw.ko.
 rxe_modules=(udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
              rdma_ucm crc32_generic dummy virtio_pci virtio_net sch_netem virtio_console
              9pnet_virtio 9p overlay)
+rxe_iwarp_modules=(crc32c_generic libcrc32c)
 
 rxe_initrd() {
-  local sum build m ko
+  local sum build m ko extra=()
   sum=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
   initrd=$state/initrd-$kver-$sum.gz
+  if [ "$rxe_transport" = iwarp ]; then
+    extra=("${rxe_iwarp_modules[@]}")
+    initrd=$state/initrd-$kver-$sum-siw-$(sha256sum "$siw_ko" | cut -c1-8).gz
+  fi
   [ -e "$initrd" ] && return 0
   build=$(mktemp -d "$state/initrd-build.XXXXXX")
   mkdir -p "$build"/{bin,proc,sys,dev,host,lib/modules}
   cp /bin/busybox "$build/bin/busybox"
-  for m in "${rxe_modules[@]}"; do
+  for m in "${rxe_modules[@]}" "${extra[@]}"; do
     if ! modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2>/dev/null; then
       echo "$rxe_me: kernel $kver has no module $m: left out" >&2
     fi | awk '$1 == "insmod" {print $2}'
@@ -137,6 +207,10 @@ rxe_initrd() {
     esac
     basename "$ko" >>"$build/modules.order"
   done
+  if [ "$rxe_transport" = iwarp ]; then
+    cp "$siw_ko" "$build/lib/modules/siw.ko"
+    echo siw.ko >>"$build/modules.order"
+  fi
   cat >"$build/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -202,7 +276,8 @@ INIT
 
 # --- the script a guest runs: the caller's environment, network setup, then COMMAND ------------
 # rxe_guest_script FILE SETUP -- COMMAND [ARGS...]: SETUP is shell text run after the
-# environment is exported; it must leave $RXE_DEV up on $RXE_NETDEV carrying $RXE_ADDR.
+# environment is exported; it must leave $RXE_NETDEV up carrying $RXE_ADDR, and export RXE_DEV
+# ($rxe_dev). The script adds $RXE_DEV on it, of type $rxe_link_type, and exports RXE_TRANSPORT.
 rxe_guest_script() {
   local file=$1 setup=$2
   shift 3
@@ -210,20 +285,25 @@ rxe_guest_script() {
     echo 'set -u'
     # The current environment, minus what belongs to this shell or this host's terminal.
     export -p | grep -Ev '^declare -x (BASH[A-Z_]*|SHLVL|PWD|OLDPWD|_|HOSTNAME|TERM|TMPDIR)(=|$)' || true
+    printf 'export RXE_TRANSPORT=%s\n' "$rxe_transport"
     printf '%s\n' "$setup"
+    printf 'rxe_link_type=%s\n' "$rxe_link_type"
     cat <<'SETUP'
 ip link set lo up
-if ! rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV"; then
+if ! rdma link add "$RXE_DEV" type "$rxe_link_type" netdev "$RXE_NETDEV"; then
   echo "rxe-vm: rdma link add failed" >&2; exit 125
 fi
-# Ready when the port is ACTIVE and the IPv4-mapped GID of the address is in the table.
+# Ready when the port is ACTIVE and, on RoCE, the IPv4-mapped GID of the address is in the table
+# (iWARP has no such GID: its connections are TCP ones, to the address itself).
 for _ in $(seq 1 200); do
   if grep -q ACTIVE "/sys/class/infiniband/$RXE_DEV/ports/1/state" 2>/dev/null &&
-     grep -qv '^0000:0000:0000:0000:0000:0000:0000:0000$' "/sys/class/infiniband/$RXE_DEV/ports/1/gids/1" 2>/dev/null; then
+     { [ "$RXE_TRANSPORT" = iwarp ] ||
+       grep -qv '^0000:0000:0000:0000:0000:0000:0000:0000$' "/sys/class/infiniband/$RXE_DEV/ports/1/gids/1" 2>/dev/null; }; then
     break
   fi
   sleep 0.05
 done
+unset rxe_link_type
 SETUP
     [ -z "${rxe_before_cmd-}" ] || printf '%s\n' "$rxe_before_cmd"
     printf 'cd %q || exit 125\n' "$PWD"
