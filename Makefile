@@ -53,12 +53,12 @@ clippy: deps
 cargo-test: deps
 	$(CARGO) test --workspace --locked
 
-$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
 # The same test built with ThreadSanitizer instead (ASan and TSan do not mix): NAME_tsan.
-$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
@@ -66,6 +66,7 @@ $(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/harnes
 # Without sanitizers, for the runs under the preload (AddressSanitizer must come first in the
 # library list, and LD_PRELOAD would come before it): c-tests/new-events.
 $(CTESTS)/test_new_events_plain: c-tests/test_new_events.c c-tests/cm_util.c c-tests/cm_util.h \
+    c-tests/transport.h \
     c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
@@ -74,7 +75,7 @@ $(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o incl
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/seed_incident.c \
 	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
 
-$(CTESTS)/cm_util.o: c-tests/cm_util.c c-tests/cm_util.h c-tests/harness.h include/cmsafe.h
+$(CTESTS)/cm_util.o: c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/cm_util.c
 
@@ -271,7 +272,7 @@ install-check: build
 
 # The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
 CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude
-$(CTESTS)/cpp_events: c-tests/cpp_events.cpp include/cmsafe.hpp include/cmsafe.h build
+$(CTESTS)/cpp_events: c-tests/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h build
 	@mkdir -p $(CTESTS)
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events

@@ -6,7 +6,7 @@
 
 #include "harness.h"
 
-int harness_passed, harness_failed;
+int harness_passed, harness_failed, harness_skipped;
 
 struct sockaddr_in cm_addr(unsigned short port)
 {
@@ -233,6 +233,19 @@ int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
         return 0;
     fprintf(stderr, "rdma_accept: %s\n", strerror(errno));
     return -1;
+}
+
+enum cm_transport cm_transport(const struct rdma_cm_id *id)
+{
+    REQUIRE(id && id->verbs && id->verbs->device,
+            "the id has no device yet: its transport is unknown (bind or resolve first)");
+    return cm_device_transport(id->verbs);
+}
+
+void cm_skip(const char *what, const char *why)
+{
+    harness_skipped++;
+    fprintf(stderr, "skip: %s: %s\n", what, why);
 }
 
 #ifdef __SANITIZE_THREAD__

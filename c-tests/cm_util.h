@@ -79,3 +79,15 @@ int cm_sin(const struct sockaddr *sa, struct in_addr *addr, unsigned short *port
  * REQUIRE are for the main thread only). Return 0, or -1 after a message on stderr. */
 int cm_try_create_qp(struct rdma_cm_id *id);
 int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);
+
+/* The transport's wire format (cm_req_len, cm_has_timewait, ...): c-tests/transport.h. */
+#include "transport.h"
+
+/* The transport of the device `id` is bound to (`id->verbs`, so after rdma_bind_addr or address
+ * resolution), from the device itself: an environment variable may only name it in messages.
+ * Fails the test when `id` has no device. */
+enum cm_transport cm_transport(const struct rdma_cm_id *id);
+
+/* Prints "skip: WHAT: WHY" and counts it apart (harness_skipped), for a step the transport
+ * cannot run: never a silent skip. */
+void cm_skip(const char *what, const char *why);

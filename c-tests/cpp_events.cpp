@@ -1,10 +1,13 @@
 // cmsafe.hpp on the real stack: a server and a client in one process, every event fetched
 // through cmsafe::channel (connection setup with raw librdmacm calls). Checks the private data
-// bytes and lengths (56 on CONNECT_REQUEST, 196 on ESTABLISHED on RoCE), copy and move semantics
+// bytes and lengths (56 on CONNECT_REQUEST, 196 on ESTABLISHED on RoCE; as sent on iWARP:
+// c-tests/transport.h, the listen id's device decides), copy and move semantics
 // of cmsafe::event and cmsafe::buffer against cmsafe's live counters, the C++11 and C++17 forms
 // of channel::get, get_batch, errors as std::system_error, and that every reference is given back.
 // Built with -std=c++17 under ASan and UBSan; run by c-tests/run-in-guest.
 #include <cmsafe.hpp>
+
+#include "transport.h"
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -210,6 +213,9 @@ int main()
     REQUIRE(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr *>(&sin)) == 0,
             "rdma_bind_addr: %s", std::strerror(errno));
     REQUIRE(rdma_listen(listen_id, 16) == 0, "rdma_listen: %s", std::strerror(errno));
+    // Bound to the device's address: its transport is the connection's.
+    const cm_transport tr = cm_device_transport(listen_id->verbs);
+    std::fprintf(stderr, "step: transport %s\n", cm_transport_name(tr));
     REQUIRE(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP) == 0, "rdma_create_id: %s",
             std::strerror(errno));
     REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr *>(&sin), 2000) == 0,
@@ -243,6 +249,7 @@ int main()
     unsigned char req[40], rep[100];
     fill(req, sizeof req, 1);
     fill(rep, sizeof rep, 101);
+    const std::size_t req_len = cm_req_len(tr, sizeof req), rep_len = cm_rep_len(tr, sizeof rep);
     rdma_conn_param cp = conn_param(req, sizeof req);
     REQUIRE(rdma_connect(cid, &cp) == 0, "rdma_connect: %s", std::strerror(errno));
 
@@ -260,8 +267,8 @@ int main()
     CHECK(creq.id() && creq.id() != listen_id, "CONNECT_REQUEST carries the new id");
     CHECK(creq.seq() > last_seq && creq.time_ns() >= last_time, "seq and time increase");
     CHECK(creq.src_addr() && creq.src_addr()->sa_family == AF_INET, "the id's address was copied");
-    check_bytes(creq.private_data_view(), req, sizeof req, 56, "CONNECT_REQUEST");
-    CHECK(creq.cm()->param.conn.private_data_len == 56, "cm() private_data_len %u",
+    check_bytes(creq.private_data_view(), req, sizeof req, req_len, "CONNECT_REQUEST");
+    CHECK(creq.cm()->param.conn.private_data_len == req_len, "cm() private_data_len %u",
           creq.cm()->param.conn.private_data_len);
     CHECK(creq.cm()->param.conn.private_data == creq.private_data_view().data(),
           "cm() private_data points into cmsafe's buffer");
@@ -283,7 +290,8 @@ int main()
         CHECK(a.get() == creq.get() && live_events() == base, "a copy shares the event");
         creq.reset(); // the original's reference given back: `a` keeps it alive
         CHECK(!creq && live_events() == base, "after the original's release, the copy holds it");
-        check_bytes(a.private_data_view(), req, sizeof req, 56, "CONNECT_REQUEST through a copy");
+        check_bytes(a.private_data_view(), req, sizeof req, req_len,
+                    "CONNECT_REQUEST through a copy");
 
         cmsafe::event b = std::move(a); // move: no refcount change, the source empty
         CHECK(!a && a.get() == nullptr && b && live_events() == base, "a move empties the source");
@@ -310,24 +318,24 @@ int main()
 
         // The private data buffer outlives the event.
         pd = back.private_data();
-        CHECK(pd && pd.size() == 56, "private_data(): %zu bytes", pd.size());
+        CHECK(pd && pd.size() == req_len, "private_data(): %zu bytes", pd.size());
         CHECK(live_buffers() == buffers_at_start + 1, "one live buffer");
         back.reset(); // the last reference: the event is freed
         CHECK(live_events() == base - 1, "the event is freed with its last reference");
     }
     CHECK(live_buffers() == buffers_at_start + 1, "the buffer lives on without its event");
-    check_bytes(pd.view(), req, sizeof req, 56, "the buffer after its event was freed");
+    check_bytes(pd.view(), req, sizeof req, req_len, "the buffer after its event was freed");
     {
         cmsafe::buffer pd2 = pd; // copy: retain
         CHECK(pd2.get() == pd.get(), "a buffer copy shares the buffer");
         pd.reset();
         CHECK(!pd && live_buffers() == buffers_at_start + 1, "the copy keeps the buffer");
         cmsafe::buffer pd3 = std::move(pd2);
-        CHECK(!pd2 && pd3.size() == 56, "a buffer move empties the source");
+        CHECK(!pd2 && pd3.size() == req_len, "a buffer move empties the source");
         // Read from another thread, then released there.
         bool same = false;
-        std::thread reader([&same, b = std::move(pd3), &req]() mutable {
-            same = b.size() == 56 && std::equal(req, req + sizeof req, b.begin());
+        std::thread reader([&same, b = std::move(pd3), &req, req_len]() mutable {
+            same = b.size() == req_len && std::equal(req, req + sizeof req, b.begin());
             b.reset();
         });
         reader.join();
@@ -343,8 +351,8 @@ int main()
         cmsafe::event est = expect(client, RDMA_CM_EVENT_ESTABLISHED, "client ESTABLISHED");
         CHECK(est.id() == cid, "ESTABLISHED is for the client id");
         cmsafe::buffer echo = est.private_data();
-        check_bytes(echo.view(), rep, sizeof rep, 196, "ESTABLISHED (client)");
-        CHECK(est.cm()->param.conn.private_data_len == 196, "cm() private_data_len %u",
+        check_bytes(echo.view(), rep, sizeof rep, rep_len, "ESTABLISHED (client)");
+        CHECK(est.cm()->param.conn.private_data_len == rep_len, "cm() private_data_len %u",
               est.cm()->param.conn.private_data_len);
         std::size_t sum = 0;
         for (std::uint8_t byte : echo)

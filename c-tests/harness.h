@@ -39,6 +39,8 @@ static inline const char *harness_errname(int e)
 
 /* Shared by every translation unit of a test program; defined in cm_util.c. */
 extern int harness_passed, harness_failed;
+/* Steps the transport cannot run (cm_skip), each printed with its reason: counted apart. */
+extern int harness_skipped;
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
@@ -74,8 +76,12 @@ extern int harness_passed, harness_failed;
 
 static inline int harness_exit(void)
 {
-    printf("%s: %d passed, %d failed\n", program_invocation_short_name, harness_passed,
-           harness_failed);
+    if (harness_skipped)
+        printf("%s: %d passed, %d failed, %d skipped\n", program_invocation_short_name,
+               harness_passed, harness_failed, harness_skipped);
+    else
+        printf("%s: %d passed, %d failed\n", program_invocation_short_name, harness_passed,
+               harness_failed);
     fflush(stdout);
     exit(harness_failed ? 1 : 0);
 }

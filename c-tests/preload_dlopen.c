@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int harness_passed, harness_failed;
+int harness_passed, harness_failed, harness_skipped;
 #include "harness.h"
 
 typedef int get_event_fn(void *channel, void **event);

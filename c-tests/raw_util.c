@@ -8,7 +8,7 @@
 
 #include "harness.h"
 
-int harness_passed, harness_failed;
+int harness_passed, harness_failed, harness_skipped;
 
 struct sockaddr_in raw_addr(unsigned short port)
 {

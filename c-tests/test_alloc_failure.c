@@ -44,12 +44,15 @@ static void connect_clients(struct rdma_event_channel *sch, unsigned short port,
     usleep(500 * 1000); /* all of them */
 }
 
-/* Which of `c` sent the CONNECT_REQUEST `ev` (its bytes, then zeros to 56); -1 if none. */
+/* Which of `c` sent the CONNECT_REQUEST `ev` (its bytes, then zeros to the length the request's
+ * transport gives: 56 on IB/RoCE, as sent on iWARP); -1 if none. */
 static int sender(const cmsafe_event *ev, struct conn *c, int n)
 {
     const cmsafe_buf *b = cmsafe_event_private_data(ev);
+    size_t want = cm_req_len(cm_transport(cmsafe_event_id(ev)), sizeof c[0].pdata);
     for (int i = 0; i < n; i++)
-        if (cm_bytes_are(cmsafe_buf_data(b), cmsafe_buf_len(b), c[i].pdata, sizeof c[i].pdata, 56))
+        if (cm_bytes_are(cmsafe_buf_data(b), cmsafe_buf_len(b), c[i].pdata, sizeof c[i].pdata,
+                         want))
             return i;
     return -1;
 }

@@ -55,6 +55,28 @@ fn create_qp(id: *mut rdma_cm_id) {
     );
 }
 
+/// Whether `id`'s device is iWARP, asked of the device itself (RXE_TRANSPORT only names it):
+/// iWARP's MPA carries exactly the private data sent, where IB/RoCE's CM messages always carry
+/// their whole room, the bytes sent then zeros.
+fn is_iwarp(id: *mut rdma_cm_id) -> bool {
+    // SAFETY: a live cm_id; `verbs` is set once it is bound to a device, and points at
+    // libibverbs' context, whose device outlives it.
+    unsafe {
+        let verbs = (*id).verbs;
+        assert!(!verbs.is_null(), "the id has no device yet");
+        (*(*verbs).device).transport_type == ibv_transport_type::IBV_TRANSPORT_IWARP
+    }
+}
+
+/// The private data length a message with `room` bytes of it carries when `sent` were sent.
+fn pdata_len(iwarp: bool, room: usize, sent: usize) -> usize {
+    if iwarp {
+        sent
+    } else {
+        room
+    }
+}
+
 fn conn_param(data: &[u8]) -> rdma_conn_param {
     // SAFETY: all-zero is a valid rdma_conn_param.
     let mut p: rdma_conn_param = unsafe { std::mem::zeroed() };
@@ -127,7 +149,14 @@ fn private_data_round_trip_through_the_rust_api() {
     let req = expect(&server, RDMA_CM_EVENT_CONNECT_REQUEST);
     assert_eq!(req.listen_id(), listen_id);
     let pd = req.private_data().expect("private data").clone();
-    assert_eq!(pd.len(), 56, "IB/RoCE REQ private data is 56 bytes");
+    // The listen id is bound to the device's address: its transport is the connection's.
+    let iwarp = is_iwarp(listen_id);
+    let req_len = pdata_len(iwarp, 56, hello.len());
+    assert_eq!(
+        pd.len(),
+        req_len,
+        "REQ private data: 56 bytes on IB/RoCE, as sent on iWARP (iwarp: {iwarp})"
+    );
     assert_eq!(&pd.as_bytes()[..40], &hello[..]);
     assert!(pd.as_bytes()[40..].iter().all(|&b| b == 0));
     let child = req.id();
@@ -145,12 +174,17 @@ fn private_data_round_trip_through_the_rust_api() {
     check(unsafe { rdma_accept(child, &mut p) }, "rdma_accept");
     let est = expect(&client, RDMA_CM_EVENT_ESTABLISHED);
     let bytes = est.private_data().expect("private data").as_bytes();
-    assert_eq!(bytes.len(), 196, "IB/RoCE REP private data is 196 bytes");
+    let rep_len = pdata_len(iwarp, 196, reply.len());
+    assert_eq!(
+        bytes.len(),
+        rep_len,
+        "REP private data: 196 bytes on IB/RoCE, as sent on iWARP (iwarp: {iwarp})"
+    );
     assert_eq!(&bytes[..100], &reply[..]);
     // The view librdmacm users read points at the same copy.
     // SAFETY: a conn event: `param.conn` is the live member.
     let view = unsafe { est.cm().param.conn };
-    assert_eq!(view.private_data_len, 196);
+    assert_eq!(usize::from(view.private_data_len), rep_len);
     assert_eq!(view.private_data.cast::<u8>(), bytes.as_ptr());
     let sest = expect(&server, RDMA_CM_EVENT_ESTABLISHED);
     assert!(sest.seq() > est.seq(), "fetched later, numbered later");
