@@ -94,6 +94,12 @@ c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
+# The iWARP slice of make test: the same C tests on Soft-iWARP (siw0, built for the guest's
+# kernel on the first run and cached under target/; scripts/rxe-vm --help).
+.PHONY: iwarp-test
+iwarp-test: c-tests
+	$(RXE_VM) --transport iwarp -- c-tests/run-in-guest
+
 # Other stacks (issue 30): the suite on every Debian suite we run on (scripts/stacks), each in its
 # own root (scripts/stack-root) and guest (scripts/rxe-vm --stack): the installed build checked
 # with pkg-config, the C tests, the preload's misuse tests, the real programs, the demo and a
@@ -158,7 +164,7 @@ pair-test: deps
 test: deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test
+      fault-test stacks-test iwarp-test
 	@echo "make test: all passed"
 
 # TRANSPORT=iwarp runs it on Soft-iWARP (siw0) instead of Soft-RoCE (scripts/rxe-vm --help).
