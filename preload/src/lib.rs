@@ -355,6 +355,18 @@ unsafe extern "C-unwind" fn destroy_event_channel(channel: *mut rdma_event_chann
         }
         quietly(|| {
             let caller = whereis::caller_at(ret);
+            // As before a destroy of an id: events another thread holds get CMSAFE_LATE_ACK_MS
+            // to be acked. An event thread that got the id's last event while rdma_destroy_id
+            // ran (after its own wait for acks) had it acked at once by safe mode, so that
+            // destroy returned without waiting for the program's ack, as librdmacm's would
+            // have: the thread may still be in its handler, the ack its next step, when the
+            // channel goes (rping before rdma-core 59, seen on trixie).
+            let start = track::now_ns();
+            let mut left = with_state(|s| s.channel_held_by_others(channel as usize));
+            while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
+                cancel::sleep(std::time::Duration::from_millis(1));
+                left = with_state(|s| s.still_unacked(&left));
+            }
             with_state(|s| s.destroying_channel(channel as usize, caller));
         });
     }

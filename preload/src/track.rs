@@ -673,6 +673,19 @@ impl State {
         });
     }
 
+    /// The unacked events from `channel`, no finding named yet, that threads other than the
+    /// caller hold: what rdma_destroy_event_channel gives CMSAFE_LATE_ACK_MS to be acked.
+    pub fn channel_held_by_others(&self, channel: usize) -> Vec<usize> {
+        let me = whereis::thread_id();
+        self.live
+            .iter()
+            .filter(|(_, r)| {
+                r.channel == channel && r.reported == 0 && !r.internal && r.thread != me
+            })
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
     /// Before rdma_destroy_event_channel(channel).
     pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
         self.objects.channel_destroyed(channel);
@@ -957,6 +970,33 @@ mod tests {
         assert_eq!(s.acked.len(), ACKED_CAP);
         assert_eq!(seq(&s, 0x10_0000), Some(4));
         assert_eq!(seq(&s, 0x9000_0010), Some(1 << 41));
+    }
+
+    #[test]
+    fn a_channel_destroy_waits_only_for_what_other_threads_hold() {
+        let mut s = new_state(&CONFIG);
+        let (chan, other_chan) = (0x7000_0010, 0x7000_0020);
+        let me = whereis::thread_id();
+        let held = |seq, channel, thread, reported, internal| Record {
+            channel,
+            thread,
+            reported,
+            internal,
+            ..acked(seq)
+        };
+        s.live.insert(0x1000, held(1, chan, me + 1, 0, false));
+        s.live.insert(0x2000, held(2, chan, me, 0, false));
+        s.live.insert(0x3000, held(3, other_chan, me + 1, 0, false));
+        s.live.insert(
+            0x4000,
+            held(4, chan, me + 1, reported::DESTROY_CHANNEL, false),
+        );
+        s.live.insert(0x5000, held(5, chan, me + 1, 0, true));
+        assert_eq!(s.channel_held_by_others(chan), [0x1000]);
+        // Once acked, nothing is left to wait for.
+        s.live.remove(&0x1000);
+        assert!(s.still_unacked(&[0x1000]).is_empty());
+        assert!(s.channel_held_by_others(chan).is_empty());
     }
 
     #[test]
