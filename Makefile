@@ -28,8 +28,10 @@ EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 
 all: build preload
 
+# DEPS_FLAGS: setup-deps' options (--arm64 for the cross build's own packages instead).
+DEPS_FLAGS ?=
 deps:
-	@scripts/setup-deps
+	@scripts/setup-deps $(DEPS_FLAGS)
 
 build: deps
 	$(CARGO) build --$(PROFILE) --locked
@@ -153,6 +155,35 @@ LOOM_MAX_PREEMPTIONS ?= 3
 loom: deps
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
 	  $(CARGO) test --release --locked -p cmsafe-sync --lib
+
+# ---- arm64 (issue 31): both libraries, the C tests, the examples and the preload's test programs
+# cross-built for aarch64 with Debian's cross compilers and arm64 development packages
+# (`scripts/setup-deps --arm64` installs them, Rust's aarch64 target included), under
+# target/aarch64-unknown-linux-gnu/ and target/arm64/. Nothing runs here: the binaries are for
+# an arm64 machine or guest. The same rules as the host's build, run by a make of their own with
+# the cross compilers, the target and the output directories given.
+ARM64_TARGET := aarch64-unknown-linux-gnu
+ARM64_TOOLS  := aarch64-linux-gnu-
+ARM64_LIBOUT := $(CURDIR)/target/$(ARM64_TARGET)/$(PROFILE)
+ARM64_ENV    := CARGO_BUILD_TARGET=$(ARM64_TARGET) \
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_TOOLS)gcc \
+  PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+ARM64_MAKE   := $(ARM64_ENV) $(MAKE) DEPS_FLAGS=--arm64 CC=$(ARM64_TOOLS)gcc CXX=$(ARM64_TOOLS)g++ \
+  LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests
+.PHONY: cross-arm64 cross-arm64-clippy
+cross-arm64:
+	$(ARM64_MAKE) build preload c-tests $(EXAMPLE_BINS:target/c-tests/%=target/arm64/c-tests/%) \
+	  preload-tests
+	@for f in $(ARM64_LIBOUT)/libcmsafe.so $(ARM64_LIBOUT)/libcmsafe_preload.so \
+	    target/arm64/c-tests/* target/arm64/preload-tests/*; do \
+	  readelf -h "$$f" | grep -q 'Machine: *AArch64' || { echo "$$f: not aarch64" >&2; exit 1; }; \
+	done
+	@echo "cross-arm64: aarch64 libraries in $(ARM64_LIBOUT), tests in target/arm64"
+
+# clippy for aarch64 (c_char is u8 there, and the architecture's own code paths are compiled).
+cross-arm64-clippy:
+	@scripts/setup-deps --arm64
+	$(ARM64_ENV) $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
 # TRANSPORT=iwarp on Soft-iWARP.

@@ -1,17 +1,20 @@
-//! The exported names. On x86_64 each is a two-instruction trampoline that passes the caller's
-//! return address (at [rsp] on entry) as one more argument and jumps to the implementation in
-//! lib.rs: who called is then known for nothing, where walking the stack with backtrace(3) on
-//! every event cost more than the rest of the preload's work together. Elsewhere the
-//! implementation walks the stack itself (return address 0).
+//! The exported names. On x86_64 and aarch64 each is a trampoline of two or three instructions
+//! that passes the caller's return address (at [rsp] on x86_64 entry, in the link register x30
+//! on aarch64) as one more argument and jumps to the implementation in lib.rs: who called is
+//! then known for nothing, where walking the stack with backtrace(3) on every event cost more
+//! than the rest of the preload's work together. Elsewhere the implementation walks the stack
+//! itself (return address 0).
 
 use std::ffi::{c_int, c_uint, c_void};
 
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
-/// `name(args)` calls `imp(args, return address)`; `reg` is the argument register after the
-/// last one of `args` (System V: rdi, rsi, rdx, rcx, r8, r9).
+/// `name(args)` calls `imp(args, return address)`; `reg` and `xreg` are the argument register
+/// after the last one of `args` (System V x86_64: rdi, rsi, rdx, rcx, r8, r9; AAPCS64: x0 to x7,
+/// integers and pointers alike).
 macro_rules! entry {
-    ($(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $imp:path, $reg:literal) => {
+    ($(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $imp:path,
+     $reg:literal, $xreg:literal) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -27,7 +30,26 @@ macro_rules! entry {
         ///
         /// # Safety
         /// As the wrapped library's own function: the arguments are what its man page asks for.
-        #[cfg(not(target_arch = "x86_64"))]
+        // `hint #34` is `bti c`: a no-op unless the library is built with branch protection,
+        // where an indirect call (the program's PLT) must land on it. x30 is left as it is, so
+        // the implementation returns straight to the caller.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
+            core::arch::naked_asm!(
+                "hint #34",
+                concat!("mov ", $xreg, ", x30"),
+                "b {imp}",
+                imp = sym $imp
+            )
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the wrapped library's own function: the arguments are what its man page asks for.
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         #[no_mangle]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             // SAFETY: forwarded.
@@ -39,28 +61,28 @@ macro_rules! entry {
 entry!(
     /// rdma_get_cm_event(3), interposed.
     rdma_get_cm_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> i32,
-    crate::get_cm_event, "rdx"
+    crate::get_cm_event, "rdx", "x2"
 );
 entry!(
     /// rdma_ack_cm_event(3), interposed.
-    rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32, crate::ack_cm_event, "rsi"
+    rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32, crate::ack_cm_event, "rsi", "x1"
 );
 entry!(
     /// rdma_destroy_id(3), interposed.
-    rdma_destroy_id(id: *mut rdma_cm_id) -> i32, crate::destroy_id, "rsi"
+    rdma_destroy_id(id: *mut rdma_cm_id) -> i32, crate::destroy_id, "rsi", "x1"
 );
 entry!(
     /// rdma_migrate_id(3), interposed.
     rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> i32,
-    crate::migrate_id, "rdx"
+    crate::migrate_id, "rdx", "x2"
 );
 entry!(
     /// rdma_destroy_event_channel(3), interposed.
-    rdma_destroy_event_channel(channel: *mut rdma_event_channel), crate::destroy_event_channel, "rsi"
+    rdma_destroy_event_channel(channel: *mut rdma_event_channel), crate::destroy_event_channel, "rsi", "x1"
 );
 entry!(
     /// rdma_destroy_qp(3), interposed.
-    rdma_destroy_qp(id: *mut rdma_cm_id), crate::destroy_qp, "rsi"
+    rdma_destroy_qp(id: *mut rdma_cm_id), crate::destroy_qp, "rsi", "x1"
 );
 entry!(
     /// rdma_create_id(3), interposed.
@@ -70,7 +92,7 @@ entry!(
         context: *mut libc::c_void,
         ps: u32
     ) -> i32,
-    crate::ids::create_id, "r8"
+    crate::ids::create_id, "r8", "x4"
 );
 entry!(
     /// rdma_create_ep(3), interposed.
@@ -80,40 +102,40 @@ entry!(
         pd: *mut libc::c_void,
         qp_init_attr: *mut libc::c_void
     ) -> i32,
-    crate::ids::create_ep, "r8"
+    crate::ids::create_ep, "r8", "x4"
 );
 entry!(
     /// rdma_create_event_channel(3), interposed.
-    rdma_create_event_channel() -> *mut rdma_event_channel, crate::ids::create_channel, "rdi"
+    rdma_create_event_channel() -> *mut rdma_event_channel, crate::ids::create_channel, "rdi", "x0"
 );
 entry!(
     /// rdma_get_request(3), interposed.
     rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> i32,
-    crate::ids::get_request, "rdx"
+    crate::ids::get_request, "rdx", "x2"
 );
 entry!(
     /// rdma_accept(3), interposed.
     rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
-    crate::ids::accept, "rdx"
+    crate::ids::accept, "rdx", "x2"
 );
 entry!(
     /// rdma_connect(3), interposed.
     rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
-    crate::ids::connect, "rdx"
+    crate::ids::connect, "rdx", "x2"
 );
 entry!(
     /// rdma_reject(3), interposed.
     rdma_reject(id: *mut rdma_cm_id, private_data: *const libc::c_void, len: u8) -> i32,
-    crate::ids::reject, "rcx"
+    crate::ids::reject, "rcx", "x3"
 );
 entry!(
     /// rdma_disconnect(3), interposed.
-    rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi"
+    rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi", "x1"
 );
 entry!(
     /// rdma_bind_addr(3), interposed.
     rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> i32,
-    crate::ids::bind_addr, "rdx"
+    crate::ids::bind_addr, "rdx", "x2"
 );
 entry!(
     /// rdma_resolve_addr(3), interposed.
@@ -123,21 +145,21 @@ entry!(
         dst_addr: *mut libc::sockaddr,
         timeout_ms: c_int
     ) -> i32,
-    crate::ids::resolve_addr, "r8"
+    crate::ids::resolve_addr, "r8", "x4"
 );
 entry!(
     /// rdma_resolve_route(3), interposed.
     rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> i32,
-    crate::ids::resolve_route, "rdx"
+    crate::ids::resolve_route, "rdx", "x2"
 );
 entry!(
     /// rdma_listen(3), interposed.
-    rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> i32, crate::ids::listen, "rdx"
+    rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> i32, crate::ids::listen, "rdx", "x2"
 );
 entry!(
     /// rdma_create_qp(3), interposed.
     rdma_create_qp(id: *mut rdma_cm_id, pd: *mut c_void, qp_init_attr: *mut c_void) -> i32,
-    crate::ids::create_qp, "rcx"
+    crate::ids::create_qp, "rcx", "x3"
 );
 entry!(
     /// rdma_set_option(3), interposed.
@@ -148,35 +170,96 @@ entry!(
         optval: *mut c_void,
         optlen: libc::size_t
     ) -> i32,
-    crate::ids::set_option, "r9"
+    crate::ids::set_option, "r9", "x5"
 );
 entry!(
     /// ibv_get_cq_event(3), interposed.
     ibv_get_cq_event(channel: *mut c_void, cq: *mut *mut c_void, cq_context: *mut *mut c_void) -> i32,
-    crate::verbs::get_cq_event, "rcx"
+    crate::verbs::get_cq_event, "rcx", "x3"
 );
 entry!(
     /// ibv_ack_cq_events(3), interposed.
-    ibv_ack_cq_events(cq: *mut c_void, nevents: c_uint), crate::verbs::ack_cq_events, "rdx"
+    ibv_ack_cq_events(cq: *mut c_void, nevents: c_uint), crate::verbs::ack_cq_events, "rdx", "x2"
 );
 entry!(
     /// ibv_destroy_cq(3), interposed.
-    ibv_destroy_cq(cq: *mut c_void) -> i32, crate::verbs::destroy_cq, "rsi"
+    ibv_destroy_cq(cq: *mut c_void) -> i32, crate::verbs::destroy_cq, "rsi", "x1"
 );
 entry!(
     /// ibv_get_async_event(3), interposed.
     ibv_get_async_event(context: *mut c_void, event: *mut c_void) -> i32,
-    crate::async_verbs::get_async_event, "rdx"
+    crate::async_verbs::get_async_event, "rdx", "x2"
 );
 entry!(
     /// ibv_ack_async_event(3), interposed.
-    ibv_ack_async_event(event: *mut c_void), crate::async_verbs::ack_async_event, "rsi"
+    ibv_ack_async_event(event: *mut c_void), crate::async_verbs::ack_async_event, "rsi", "x1"
 );
 entry!(
     /// ibv_destroy_qp(3), interposed.
-    ibv_destroy_qp(qp: *mut c_void) -> i32, crate::async_verbs::destroy_qp, "rsi"
+    ibv_destroy_qp(qp: *mut c_void) -> i32, crate::async_verbs::destroy_qp, "rsi", "x1"
 );
 entry!(
     /// ibv_destroy_srq(3), interposed.
-    ibv_destroy_srq(srq: *mut c_void) -> i32, crate::async_verbs::destroy_srq, "rsi"
+    ibv_destroy_srq(srq: *mut c_void) -> i32, crate::async_verbs::destroy_srq, "rsi", "x1"
 );
+
+#[cfg(test)]
+mod tests {
+    /// Five arguments and the return address, as rdma_set_option's implementation gets them.
+    unsafe extern "C-unwind" fn five(
+        a: usize,
+        b: usize,
+        c: usize,
+        d: usize,
+        e: usize,
+        ret: usize,
+    ) -> usize {
+        assert_eq!(
+            (a, b, c, d, e),
+            (1, 2, 3, 4, 5),
+            "arguments passed through unchanged"
+        );
+        ret
+    }
+
+    /// No argument, as rdma_create_event_channel's.
+    unsafe extern "C-unwind" fn none(ret: usize) -> usize {
+        ret
+    }
+
+    entry!(cmsafe_test_entry_five(a: usize, b: usize, c: usize, d: usize, e: usize) -> usize,
+        five, "r9", "x5");
+    entry!(cmsafe_test_entry_none() -> usize, none, "rdi", "x0");
+
+    /// The return address the trampoline passed is in the function that called it, just past
+    /// the call: within its first few hundred bytes here (a debug build's test function).
+    fn called_from(ret: usize, f: usize) {
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        assert!(
+            ret > f && ret < f + 4096,
+            "return address {ret:#x}, caller at {f:#x}"
+        );
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        assert_eq!(ret, 0, "the stack is walked instead");
+    }
+
+    #[inline(never)]
+    fn call_five() -> usize {
+        // SAFETY: the test entry takes any values.
+        unsafe { cmsafe_test_entry_five(1, 2, 3, 4, 5) }
+    }
+
+    #[inline(never)]
+    fn call_none() -> usize {
+        // SAFETY: as above.
+        unsafe { cmsafe_test_entry_none() }
+    }
+
+    #[test]
+    fn the_trampoline_passes_the_arguments_and_the_callers_return_address() {
+        called_from(call_five(), call_five as fn() -> usize as usize);
+        called_from(call_none(), call_none as fn() -> usize as usize);
+        // Two calls from one place give the same address.
+        assert_eq!(call_none(), call_none());
+    }
+}

@@ -17,11 +17,20 @@ use cmsafe_sync::signal_queue::SignalQueue;
 
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
-const PAGE: usize = 4096;
-/// Pages reserved (256 MiB of address space; committed as used).
+/// Pages reserved, of the system's size (`page`): 256 MiB of address space with 4K pages, 4 GiB
+/// with arm64's 64K ones; committed as used.
 pub const PAGES: usize = 65536;
-/// Where a copy's private data starts in its page (after the 80-byte rdma_cm_event).
+/// Where a copy's private data starts in its page (after the 80-byte rdma_cm_event): the whole
+/// copy fits in 4096 bytes, the smallest page.
 const PDATA_OFFSET: usize = 128;
+
+/// The system's page size: each copy has a page of its own, sealed by mprotect(2), which works
+/// only on whole pages (16K or 64K on some arm64 kernels). Read once before the reservation is
+/// made, so that the signal handler, which only looks at our pages once the reservation is
+/// published, finds it without a system call.
+fn page() -> usize {
+    cmsafe_core::page::size()
+}
 
 static BASE: AtomicUsize = AtomicUsize::new(0);
 /// Each page's state, its event's sequence number, type and id: read by the signal handler, so
@@ -127,11 +136,12 @@ fn base() -> Option<usize> {
     if b != 0 {
         return Some(b);
     }
+    let size = PAGES * page();
     // SAFETY: an anonymous PROT_NONE reservation.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            PAGES * PAGE,
+            size,
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
@@ -151,7 +161,7 @@ fn base() -> Option<usize> {
         Err(other) => {
             // Another thread won the race: give ours back.
             // SAFETY: our own fresh mapping.
-            unsafe { libc::munmap(p, PAGES * PAGE) };
+            unsafe { libc::munmap(p, size) };
             Some(other)
         }
     }
@@ -160,8 +170,9 @@ fn base() -> Option<usize> {
 /// Sets the protection of `n` pages from `page` on.
 fn protect(page: usize, n: usize, prot: i32) -> bool {
     let Some(b) = base() else { return false };
+    let size = self::page();
     // SAFETY: pages of our reservation.
-    unsafe { libc::mprotect((b + page * PAGE) as *mut libc::c_void, n * PAGE, prot) == 0 }
+    unsafe { libc::mprotect((b + page * size) as *mut libc::c_void, n * size, prot) == 0 }
 }
 
 /// Makes `n` pages from `page`, just made writable, writable in the page tables too. A sealed
@@ -171,11 +182,12 @@ fn protect(page: usize, n: usize, prot: i32) -> bool {
 /// (a kernel older than 5.14: EINVAL) only means the faults come one by one, as before.
 fn populate(page: usize, n: usize) {
     let Some(b) = base() else { return };
+    let size = self::page();
     // SAFETY: pages of our reservation, readable and writable; the advice changes no contents.
     unsafe {
         libc::madvise(
-            (b + page * PAGE) as *mut libc::c_void,
-            n * PAGE,
+            (b + page * size) as *mut libc::c_void,
+            n * size,
             libc::MADV_POPULATE_WRITE,
         )
     };
@@ -199,7 +211,7 @@ pub unsafe fn copy_to_page(
         id,
     };
     let page = take_page(occupant)? as u32;
-    let at = b + page as usize * PAGE;
+    let at = b + page as usize * self::page();
     let copy = at as *mut rdma_cm_event;
     // SAFETY: the page is ours and writable; `raw` is valid (caller); the struct is plain data.
     unsafe {
@@ -241,7 +253,10 @@ pub unsafe fn copy_to_page(
 pub fn is_page_copy(ptr: usize) -> bool {
     // Acquire: as in `base`.
     let b = BASE.load(Ordering::Acquire);
-    b != 0 && ptr >= b && ptr < b + PAGES * PAGE && (ptr - b) % PAGE == 0
+    b != 0 && {
+        let size = page();
+        ptr >= b && ptr < b + PAGES * size && (ptr - b).is_multiple_of(size)
+    }
 }
 
 /// The program acked the event on `page`: from now on, touching it faults.
@@ -356,8 +371,10 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
     let addr = unsafe { (*info).si_addr() } as usize;
     // Acquire: the reservation's address was published (Release) after it was mapped.
     let b = BASE.load(Ordering::Acquire);
-    if b != 0 && addr >= b && addr < b + PAGES * PAGE {
-        let page = (addr - b) / PAGE;
+    // A reservation published means the page size was read (`base`): one atomic load here.
+    let size = if b != 0 { self::page() } else { 0 };
+    if b != 0 && addr >= b && addr < b + PAGES * size {
+        let page = (addr - b) / size;
         let open = match STATES[page].fault() {
             page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
                 record_fault(o, addr, code_addr(ctx));
@@ -377,8 +394,8 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
             // SAFETY: a page of our reservation; mprotect is async-signal-safe on Linux.
             unsafe {
                 libc::mprotect(
-                    (b + page * PAGE) as *mut libc::c_void,
-                    PAGE,
+                    (b + page * size) as *mut libc::c_void,
+                    size,
                     libc::PROT_READ | libc::PROT_WRITE,
                 )
             };
@@ -437,7 +454,17 @@ fn code_addr(ctx: *mut libc::c_void) -> usize {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn code_addr(ctx: *mut libc::c_void) -> usize {
+    if ctx.is_null() {
+        return 0;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext; on
+    // aarch64 its mcontext holds the faulting instruction's address in `pc`.
+    unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.pc as usize }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn code_addr(_ctx: *mut libc::c_void) -> usize {
     0
 }
@@ -571,6 +598,67 @@ mod tests {
 
     fn limit() -> usize {
         RING_PAGES.lock().limit
+    }
+
+    #[test]
+    fn copies_begin_on_the_systems_page_boundaries() {
+        let size = page();
+        // SAFETY: as in `page::size`.
+        assert_eq!(size as libc::c_long, unsafe {
+            libc::sysconf(libc::_SC_PAGESIZE)
+        });
+        let b = base().expect("the reservation");
+        assert_eq!(b % size, 0, "mmap gives a page-aligned reservation");
+        assert!(is_page_copy(b));
+        assert!(is_page_copy(b + 3 * size));
+        assert!(is_page_copy(b + (PAGES - 1) * size));
+        assert!(!is_page_copy(b + 3 * size + PDATA_OFFSET));
+        assert!(!is_page_copy(b + size / 2));
+        assert!(!is_page_copy(b + PAGES * size), "past the reservation");
+        assert!(!is_page_copy(b - size));
+        // A page taken is writable to its last byte, whatever the page size.
+        let p = hold();
+        let at = b + p * size;
+        // SAFETY: the page is ours, live and writable.
+        unsafe {
+            *((at + size - 1) as *mut u8) = 7;
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { *((at + size - 1) as *const u8) }, 7);
+        release(p);
+    }
+
+    #[test]
+    fn a_read_after_the_seal_is_recorded_with_the_code_that_read() {
+        let p = hold();
+        let at = base().expect("the reservation") + p * page();
+        // SAFETY: the page is ours, live and writable.
+        unsafe { (at as *mut u64).write_volatile(0x5eed) };
+        seal(p as u32);
+        // SAFETY: a read of our sealed page: the handler records it, opens the page and the
+        // read is retried, finding the copy intact.
+        let v = unsafe { (at as *const u64).read_volatile() };
+        assert_eq!(v, 0x5eed);
+        let (faults, lost) = drain_faults();
+        assert_eq!(lost, 0);
+        let f = faults
+            .iter()
+            .find(|f| f.data_addr == at)
+            .expect("the fault recorded");
+        // The faulting instruction is this test's (read_volatile is inlined or instantiated
+        // here): in this executable, never 0.
+        assert_ne!(f.code_addr, 0);
+        let object = |addr: usize| {
+            // SAFETY: all-zero is a valid Dl_info; dladdr(3) only writes it.
+            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+            // SAFETY: dladdr reads the loader's tables for any address.
+            let found = unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) };
+            assert_ne!(found, 0);
+            info.dli_fbase as usize
+        };
+        let here = hold as fn() -> usize as usize;
+        assert_eq!(object(f.code_addr), object(here));
+        release(p);
     }
 
     #[test]

@@ -248,7 +248,7 @@ pub extern "C" fn cmsafe_event_describe(
             let n = line.len().min(len - 1);
             // SAFETY: `buf` holds `len` writable bytes per the contract; n + 1 <= len.
             unsafe {
-                std::ptr::copy_nonoverlapping(line.as_ptr(), buf as *mut u8, n);
+                std::ptr::copy_nonoverlapping(line.as_ptr(), buf.cast::<u8>(), n);
                 *buf.add(n) = 0;
             }
         }

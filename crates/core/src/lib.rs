@@ -31,6 +31,7 @@ pub mod event;
 pub mod fault;
 pub mod fork_lock;
 pub mod logging;
+pub mod page;
 mod pool;
 pub mod recent;
 pub mod safe;

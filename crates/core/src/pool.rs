@@ -29,7 +29,8 @@ pub(crate) const CLASSES: usize = 5;
 /// Address space per class (committed as it is used): a class's range is 1 << RANGE_SHIFT.
 const RANGE_SHIFT: u32 = 30;
 const RANGE: usize = 1 << RANGE_SHIFT;
-/// Committed at a time.
+/// Committed at a time: a multiple of every page size (4K, 16K, 64K), so each mprotect(2) of
+/// the next part starts on a page boundary.
 const COMMIT_BYTES: usize = 64 << 10;
 /// Freed slots that must be waiting in a class before one is reused.
 const QUARANTINE: usize = 1024;
@@ -287,7 +288,7 @@ impl Slab {
         let committed = &self.classes[class].committed;
         let old = committed.load(Ordering::Relaxed);
         if end > old {
-            let new = old + COMMIT_BYTES.max(size.next_multiple_of(4096));
+            let new = old + COMMIT_BYTES.max(size.next_multiple_of(crate::page::size()));
             if new > RANGE {
                 return None;
             }
