@@ -130,12 +130,20 @@ fn take_page(occupant: Occupant) -> Option<usize> {
     }
 }
 
+/// Inlined on the event path: the load and its test; the first call maps out of line.
+#[inline]
 fn base() -> Option<usize> {
     // Acquire: pairs with the compare-and-swap below that published the mapping.
     let b = BASE.load(Ordering::Acquire);
     if b != 0 {
         return Some(b);
     }
+    map_base()
+}
+
+#[cold]
+#[inline(never)]
+fn map_base() -> Option<usize> {
     let size = PAGES * page();
     // SAFETY: an anonymous PROT_NONE reservation.
     let p = unsafe {

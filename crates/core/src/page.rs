@@ -12,12 +12,20 @@ static SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The page size in bytes: sysconf(_SC_PAGESIZE), asked on the first call. After that one
 /// atomic load, which a signal handler may do.
+/// Inlined into the preload's event path: the load and its test, the first call out of line.
+#[inline]
 pub fn size() -> usize {
     // Relaxed: every thread finds the same value; two first calls at once only ask twice.
     let s = SIZE.load(Ordering::Relaxed);
     if s != 0 {
         return s;
     }
+    ask()
+}
+
+#[cold]
+#[inline(never)]
+fn ask() -> usize {
     // SAFETY: sysconf(3) reads a constant of the process (the kernel's AT_PAGESZ).
     let s = from_sysconf(unsafe { libc::sysconf(libc::_SC_PAGESIZE) });
     SIZE.store(s, Ordering::Relaxed);
