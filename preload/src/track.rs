@@ -624,6 +624,14 @@ impl State {
         if !self.objects.id_gone(id) {
             return false;
         }
+        if caller.in_librdmacm {
+            // librdmacm never calls on an id it freed: this is a new id at a reused address,
+            // made inside librdmacm where the preload does not see it (rdma_get_request's
+            // request id on a synchronous listener, then its own rdma_migrate_id or
+            // rdma_destroy_id; on arm64 those calls come through the PLT).
+            self.objects.id_seen(id, 0);
+            return false;
+        }
         let message = format!(
             "{call} on a cm_id already passed to rdma_destroy_id: librdmacm freed it, so the call \
              reads freed memory{}",
@@ -1018,5 +1026,31 @@ mod tests {
         // Made again at the same address: a live id once more.
         s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
+    }
+
+    #[test]
+    fn librdmacm_calling_on_a_reused_address_revives_the_id() {
+        let mut s = new_state(&CONFIG);
+        let program = whereis::Caller {
+            addr: 0,
+            in_librdmacm: false,
+        };
+        let librdmacm = whereis::Caller {
+            addr: 0,
+            in_librdmacm: true,
+        };
+        let id = 0x5555_0000_4560;
+        s.id_created(id, 0, program, false);
+        s.destroyed(id, 0, 0);
+        // librdmacm made a request id at the freed address unseen, then migrates it.
+        assert!(!s.use_of_id("rdma_migrate_id", id, librdmacm));
+        assert!(s.findings.is_empty());
+        // The program's calls on it are calls on a live id now.
+        assert!(!s.use_of_id("rdma_accept", id, program));
+        assert!(s.findings.is_empty());
+        s.destroyed(id, 0, 0);
+        assert!(s.use_of_id("rdma_accept", id, program));
+        let kinds: Vec<Kind> = s.findings.iter().map(|(f, _)| f.kind).collect();
+        assert_eq!(kinds, [Kind::UseAfterDestroyId]);
     }
 }
