@@ -12,7 +12,6 @@
 //! - [`status`]: what an event's status means (errno, IB CM reject reason, ...).
 //! - [`stats`], [`logging`]: counters and log routing; [`cm`]: librdmacm's types.
 
-mod errno;
 mod ffi;
 
 pub use cmsafe_core::{

@@ -99,7 +99,7 @@ fn ack_message(t: i32, kind: Object, element: usize, issue: &AckIssue) -> (Kind,
 /// As libibverbs' own function: the arguments are what its man page asks for.
 pub unsafe extern "C-unwind" fn ack_async_event(event: *mut c_void, ret: usize) {
     let Some(real) = real::ack_async_event() else {
-        crate::set_errno(libc::ENOSYS);
+        cmsafe_core::errno::set(libc::ENOSYS);
         return;
     };
     if CONFIG.mode == Mode::Off || event.is_null() {

@@ -15,6 +15,7 @@ use cmsafe_sync::page_state::{self, Occupant, PageState};
 use cmsafe_sync::saved_action::{SavedAction, Sigaction};
 use cmsafe_sync::signal_queue::SignalQueue;
 
+use cmsafe_core::errno;
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// Pages reserved, of the system's size (`page`): 256 MiB of address space with 4K pages, 4 GiB
@@ -374,7 +375,7 @@ fn install_handler() {
 
 extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // Async-signal-safe only from here on: atomics, mprotect, write.
-    let saved_errno = errno();
+    let saved_errno = errno::get();
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     // Acquire: the reservation's address was published (Release) after it was mapped.
@@ -394,7 +395,7 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
             page_state::Fault::Live => false,
             page_state::Fault::NeverUsed => {
                 chain(sig, info, ctx);
-                set_errno(saved_errno);
+                errno::set(saved_errno);
                 return;
             }
         };
@@ -408,11 +409,11 @@ extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
                 )
             };
         }
-        set_errno(saved_errno);
+        errno::set(saved_errno);
         return;
     }
     chain(sig, info, ctx);
-    set_errno(saved_errno);
+    errno::set(saved_errno);
 }
 
 fn record_fault(o: Occupant, data_addr: usize, code: usize) {
@@ -504,16 +505,6 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         let f: extern "C" fn(i32) = unsafe { std::mem::transmute(handler) };
         f(sig);
     }
-}
-
-fn errno() -> i32 {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-fn set_errno(v: i32) {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = v };
 }
 
 /// A line built without allocating, for the signal handler.

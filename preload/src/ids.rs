@@ -11,7 +11,8 @@ use cmsafe_core::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 use crate::config::{Mode, CONFIG};
 use crate::objects::{self, GONE_CHANNELS, GONE_IDS};
 use crate::track::State;
-use crate::{missing, quietly, real, set_errno, whereis, with_state};
+use crate::{missing, quietly, real, whereis, with_state};
+use cmsafe_core::errno;
 
 /// Before a call on an object the program may have destroyed (`gone` reports it): true when safe
 /// mode refuses the call, errno then `err`. Audit reports it and lets the call go on, as
@@ -27,7 +28,7 @@ pub fn refused(
         was_gone = with_state(|s| gone(s, caller));
     });
     if was_gone && CONFIG.mode == Mode::Safe {
-        set_errno(err);
+        errno::set(err);
         return true;
     }
     false
@@ -161,7 +162,7 @@ pub unsafe extern "C-unwind" fn create_ep(
 /// As librdmacm's own function.
 pub unsafe extern "C-unwind" fn create_channel(ret: usize) -> *mut rdma_event_channel {
     let Some(real) = real::create_channel() else {
-        set_errno(libc::ENOSYS);
+        errno::set(libc::ENOSYS);
         return std::ptr::null_mut();
     };
     // SAFETY: no arguments.

@@ -52,6 +52,7 @@ mod whereis;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
+use cmsafe_core::errno;
 
 use config::{Mode, CONFIG};
 use track::{with_state, Op};
@@ -76,19 +77,9 @@ fn say_about(
     with_state(|s| s.add_finding(f));
 }
 
-fn errno() -> i32 {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-fn set_errno(v: i32) {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = v };
-}
-
 /// -1 with ENOSYS: librdmacm is not behind us.
 fn missing() -> i32 {
-    set_errno(libc::ENOSYS);
+    errno::set(libc::ENOSYS);
     -1
 }
 
@@ -97,11 +88,11 @@ fn missing() -> i32 {
 /// pending cancel acts at the program's next cancellation point, as without the preload.
 fn quietly(f: impl FnOnce()) {
     lifecycle::register();
-    let saved = errno();
+    let saved = errno::get();
     if catch_unwind(AssertUnwindSafe(f)).is_err() {
         cancel::say_err!("==cmsafe== internal error (caught); the call went on unchecked");
     }
-    set_errno(saved);
+    errno::set(saved);
 }
 
 /// A read of a channel in progress (readers.rs), for `cancelled_in_get`.
@@ -189,7 +180,7 @@ fn judge_wait(
         }
     });
     if let Err(e) = token {
-        set_errno(e);
+        errno::set(e);
     }
     token
 }
@@ -246,10 +237,10 @@ unsafe extern "C-unwind" fn get_cm_event(
     });
     if ack_now {
         if let Some(ack) = real::ack_event() {
-            let saved = errno();
+            let saved = errno::get();
             // SAFETY: librdmacm's own event, copied, acked exactly once.
             unsafe { ack(raw) };
-            set_errno(saved);
+            errno::set(saved);
         }
     }
     // SAFETY: the program's out pointer, checked non-NULL above.
@@ -346,7 +337,7 @@ unsafe extern "C-unwind" fn migrate_id(
 /// As librdmacm's own function: the arguments are what its man page asks for.
 unsafe extern "C-unwind" fn destroy_event_channel(channel: *mut rdma_event_channel, ret: usize) {
     let Some(real) = real::destroy_channel() else {
-        set_errno(libc::ENOSYS);
+        errno::set(libc::ENOSYS);
         return;
     };
     if CONFIG.mode != Mode::Off && !channel.is_null() {
@@ -380,7 +371,7 @@ unsafe extern "C-unwind" fn destroy_event_channel(channel: *mut rdma_event_chann
 /// As librdmacm's own function: the arguments are what its man page asks for.
 unsafe extern "C-unwind" fn destroy_qp(id: *mut rdma_cm_id, ret: usize) {
     let Some(real) = real::destroy_qp() else {
-        set_errno(libc::ENOSYS);
+        errno::set(libc::ENOSYS);
         return;
     };
     if CONFIG.mode != Mode::Off

@@ -179,15 +179,8 @@ pub struct Wait {
     pub caller: Caller,
 }
 
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of hold times and of waits for an ack.
+pub use cmsafe_core::clock::monotonic_ns as now_ns;
 
 impl State {
     fn add(&mut self, f: Finding) {

@@ -110,7 +110,7 @@ fn ack_message(cq: usize, n: u64, pass: u64, issue: &AckIssue) -> (Kind, String)
 /// As libibverbs' own function: the arguments are what its man page asks for.
 pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, ret: usize) {
     let Some(real) = real::ack_cq_events() else {
-        crate::set_errno(libc::ENOSYS);
+        cmsafe_core::errno::set(libc::ENOSYS);
         return;
     };
     if CONFIG.mode == Mode::Off || cq.is_null() {

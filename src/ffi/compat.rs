@@ -10,6 +10,7 @@ use crate::cm::{
 };
 use crate::fork_lock::ForkSafeMutex;
 use crate::safe::{Ack, SafeCopies};
+use cmsafe_core::errno;
 
 /// Fork-safe: a child never inherits it held by another thread (`fork_lock`).
 pub(super) static COPIES: ForkSafeMutex<Option<SafeCopies>> = ForkSafeMutex::new(None);
@@ -17,11 +18,6 @@ pub(super) static COPIES: ForkSafeMutex<Option<SafeCopies>> = ForkSafeMutex::new
 fn with_copies<R>(f: impl FnOnce(&mut SafeCopies) -> R) -> R {
     let mut guard = COPIES.lock();
     f(guard.get_or_insert_with(SafeCopies::new))
-}
-
-fn errno() -> i32 {
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
 }
 
 /// `rdma_get_cm_event(3)` in safe mode: fetches the event, copies it, acks librdmacm's event at
@@ -54,7 +50,7 @@ pub unsafe extern "C" fn cmsafe_compat_get_cm_event(
     if rc != 0 {
         return rc;
     }
-    let saved = errno();
+    let saved = errno::get();
     let copy = guard!(None, {
         // SAFETY: `raw` was just returned, unacked.
         with_copies(|c| unsafe { c.adopt(raw) }).ok()
@@ -69,8 +65,7 @@ pub unsafe extern "C" fn cmsafe_compat_get_cm_event(
     };
     // SAFETY: non-NULL, writable per the contract.
     unsafe { *event = handed };
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = saved };
+    errno::set(saved);
     0
 }
 
@@ -111,9 +106,8 @@ pub unsafe extern "C" fn cmsafe_compat_ack_cm_event(event: *mut rdma_cm_event) -
 pub unsafe extern "C" fn cmsafe_compat_destroy_id(id: *mut rdma_cm_id) -> c_int {
     // SAFETY: forwarded.
     let rc = unsafe { crate::cm::sys::rdma_destroy_id(id) };
-    let saved = errno();
+    let saved = errno::get();
     guard!((), { with_copies(|c| c.id_destroyed(id as usize)) });
-    // SAFETY: the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = saved };
+    errno::set(saved);
     rc
 }

@@ -31,7 +31,7 @@ pub(crate) use guard;
 
 /// `-1` with errno, the librdmacm convention for failures.
 pub(crate) fn fail(errno: i32) -> libc::c_int {
-    crate::errno::set(errno);
+    cmsafe_core::errno::set(errno);
     -1
 }
 

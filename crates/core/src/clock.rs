@@ -1,5 +1,6 @@
-//! The clocks cmsafe reads.
+//! The clocks cmsafe reads: the library, its C ABI and the preload alike.
 
+#[inline]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -12,12 +13,14 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock of timeouts.
-pub(crate) fn monotonic_ns() -> u64 {
+#[inline]
+pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// CLOCK_MONOTONIC_COARSE now, in nanoseconds: the clock of an event's fetch time. Read from
 /// the vDSO without a system call on any clocksource, it advances once per kernel tick.
-pub(crate) fn coarse_ns() -> u64 {
+#[inline]
+pub fn coarse_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }

@@ -17,16 +17,19 @@
 //!   handlers that take cmsafe's own across a fork.
 //! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
 //!   acked copies; the preload's acked records and destroyed objects).
-//! - `pool`: the refcounted slots events and buffers live in; `clock`: the clocks read;
-//!   `stderr`: lines to stderr that cannot panic.
+//! - [`errno`] and [`clock`]: the calling thread's errno and the clocks read, for this crate,
+//!   the C ABI and the preload alike.
+//! - `pool`: the refcounted slots events and buffers live in; `stderr`: lines to stderr that
+//!   cannot panic.
 //!
 //! The C ABI (`include/cmsafe.h`, libcmsafe.so) is the crate `cmsafe` at the top of the
 //! repository, a thin layer over this one; the LD_PRELOAD library (`preload/`) is built on this
 //! crate too, never on that one, so it cannot export the C API's names.
 
 pub mod channel;
-mod clock;
+pub mod clock;
 pub mod cm;
+pub mod errno;
 pub mod event;
 pub mod fault;
 pub mod fork_lock;

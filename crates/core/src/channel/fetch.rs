@@ -18,6 +18,7 @@ use super::lock::Deadline;
 use super::state::{self, RawEvent};
 use crate::clock::monotonic_ns;
 use crate::cm::{rdma_ack_cm_event, rdma_cm_event, rdma_event_channel, rdma_get_cm_event};
+use crate::errno::{self, Errno};
 use crate::event::Event;
 use crate::stats::COUNTERS;
 
@@ -42,15 +43,6 @@ impl Wait {
             Wait::Millis(timeout_ms as u64)
         }
     }
-}
-
-/// Errors as errno values, the currency of the C API.
-pub type Errno = i32;
-
-pub(crate) fn last_errno() -> Errno {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
 }
 
 /// One event from `ch`, waiting as `wait` says; ETIMEDOUT when none came in time (EAGAIN for
@@ -111,7 +103,7 @@ pub unsafe fn fetch_one(ch: *mut rdma_event_channel, wait: Wait) -> Result<Event
             // SAFETY: just returned by librdmacm, unacked.
             return unsafe { copy_and_ack(RawEvent(raw), &mut slot) };
         }
-        match last_errno() {
+        match errno::get() {
             // Nothing queued on an O_NONBLOCK channel (or librdmacm consumed the kernel's event
             // itself: cma.c discards some).
             libc::EAGAIN => {
@@ -199,7 +191,7 @@ fn poll_readable(fd: i32, timeout_ms: i32) -> Result<bool, Errno> {
     };
     // SAFETY: one valid pollfd.
     match unsafe { libc::poll(&mut pfd, 1, timeout_ms) } {
-        n if n < 0 => Err(last_errno()),
+        n if n < 0 => Err(errno::get()),
         0 => Ok(false),
         _ if pfd.revents & libc::POLLNVAL != 0 => Err(libc::EBADF),
         _ => Ok(true),

@@ -11,7 +11,7 @@ use std::ops::{Deref, DerefMut};
 
 use cmsafe_sync::TimedLock;
 
-use super::Errno;
+use crate::errno::Errno;
 
 pub(crate) use cmsafe_sync::Deadline;
 

@@ -8,8 +8,9 @@ use std::io;
 use std::ptr::NonNull;
 use std::time::Duration;
 
+pub use crate::errno::Errno;
 pub use fetch::Wait;
-pub use fetch::{fetch_batch, fetch_one, Errno};
+pub use fetch::{fetch_batch, fetch_one};
 pub(crate) use state::pending_events;
 
 use crate::cm::{rdma_create_event_channel, rdma_destroy_event_channel, rdma_event_channel};

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use super::lock::{Deadline, TimedGuard, TimedMutex};
-use super::Errno;
 use crate::cm::{rdma_cm_event, rdma_event_channel};
+use crate::errno::Errno;
 use crate::fault;
 use crate::pool::AllocError;
 use crate::stats::COUNTERS;
@@ -52,7 +52,7 @@ impl ChannelState {
         // SAFETY: F_GETFL reads the flags of any descriptor; a bad one fails with EBADF.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
         if flags < 0 {
-            return Err(super::fetch::last_errno());
+            return Err(crate::errno::get());
         }
         let nonblocking = flags & libc::O_NONBLOCK != 0;
         self.remember(fd, nonblocking);
