@@ -1,5 +1,8 @@
 # cmsafe: `make test` and `make demo` install what they need (scripts/setup-deps), build,
-# and run on a real RDMA stack in a Soft-RoCE guest (scripts/rxe-vm).
+# and run on a real RDMA stack in a Soft-RoCE guest (scripts/rxe-vm). `make check` is the
+# host-only part of `make test`, `make help` lists the targets: each target a user or a maintainer
+# runs has a `## GROUP: text` comment on its rule line, which `make help` prints (GROUP: use, test,
+# bench or dev).
 
 CARGO   ?= cargo
 CC      ?= cc
@@ -23,37 +26,63 @@ C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
 C_TEST_BINS     := $(addprefix $(CTESTS)/,$(C_TEST_PROGRAMS))
 EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 
-.PHONY: all deps build preload header header-check fmt-check clippy cargo-test c-tests \
-        guest-test test demo clean
+.PHONY: all help deps build-deps build preload header header-check fmt-check clippy cargo-test \
+        c-tests guest-test check test demo clean
 
 all: build preload
 
-# DEPS_FLAGS: setup-deps' options (--arm64 for the cross build's own packages instead).
+# The targets with a `## GROUP: text` comment on their rule line, by group, in the Makefile's order.
+help: ## use: this list
+	@awk -F ':[^#]*## ' '/^[a-zA-Z0-9_-]+:[^=#]*## [a-z]+: / { \
+	    g = $$2; sub(/:.*/, "", g); d = $$2; sub(/^[a-z]+: /, "", d); \
+	    line[g] = line[g] sprintf("  %-22s %s\n", $$1, d) } \
+	  END { \
+	    title["use"] = "To build, install and try cmsafe"; \
+	    title["test"] = "The parts of make test, each alone"; \
+	    title["bench"] = "make bench and its parts (bench/README.md)"; \
+	    title["dev"] = "Maintaining the tree"; \
+	    print "make TARGET (each installs what it needs on Debian 12: scripts/setup-deps)"; \
+	    n = split("use test bench dev", gs, " "); \
+	    for (i = 1; i <= n; i++) if (line[gs[i]] != "") printf "\n%s:\n%s", title[gs[i]], line[gs[i]] }' \
+	  $(firstword $(MAKEFILE_LIST))
+
+# What the tests, the demo and the benchmarks need: the build's packages and the rest (the guests,
+# the real programs, the tools); build-deps: what building needs and no more (a compiler,
+# pkg-config, librdmacm-dev, libibverbs-dev). Rust comes from rustup. DEPS_FLAGS: setup-deps'
+# options (--arm64 for the cross build's own packages instead).
 DEPS_FLAGS ?=
-deps:
+deps: ## dev: install every package the tests and benchmarks need (scripts/setup-deps)
 	@scripts/setup-deps $(DEPS_FLAGS)
 
-build: deps
+build-deps: ## dev: install only what building needs (scripts/setup-deps --build)
+	@scripts/setup-deps --build $(DEPS_FLAGS)
+
+build: build-deps ## use: target/release/libcmsafe.so (cargo build --release)
 	$(CARGO) build --$(PROFILE) --locked
 
 # The LD_PRELOAD library: the core without its C ABI, so it exports only the interposed names.
-preload: deps
+preload: build-deps ## use: target/release/libcmsafe_preload.so, the LD_PRELOAD library
 	$(CARGO) build --$(PROFILE) --locked -p cmsafe-preload
 
-header:
+header: ## dev: regenerate include/cmsafe.h with cbindgen
 	$(CARGO) run -q -p gen-header --locked
 
-header-check:
+header-check: ## test: include/cmsafe.h against a fresh cbindgen run (header drift)
 	$(CARGO) run -q -p gen-header --locked -- --check
 
-fmt-check:
+fmt-check: ## test: cargo fmt --check, the whole workspace
 	$(CARGO) fmt --all -- --check
 
-clippy: deps
+clippy: build-deps ## test: cargo clippy -D warnings, the whole workspace, every target
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-cargo-test: deps
+cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run in the guest)
 	$(CARGO) test --workspace --locked
+
+# The host-only part of `make test`, no guest and nothing installed beyond what `make build`
+# installs: under two minutes once target/ is built, seconds when nothing changed.
+check: fmt-check clippy cargo-test header-check abi-check ## use: host only: fmt, clippy, cargo test, header drift, ABI
+	@echo "make check: all passed"
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
@@ -93,13 +122,13 @@ $(CTESTS)/real_stack: build
 
 c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 
-guest-test: c-tests
+guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, under the sanitizers
 	$(RXE_VM) -- c-tests/run-in-guest
 
 # The iWARP slice of make test: the same C tests on Soft-iWARP (siw0, built for the guest's
 # kernel on the first run and cached under target/; scripts/rxe-vm --help).
 .PHONY: iwarp-test
-iwarp-test: c-tests
+iwarp-test: deps c-tests ## test: the C tests again on Soft-iWARP
 	$(RXE_VM) --transport iwarp -- c-tests/run-in-guest
 
 # Other stacks (issue 30): the suite on every Debian suite we run on (scripts/stacks), each in its
@@ -108,17 +137,17 @@ iwarp-test: c-tests
 # short storm, and the table stack by part in bench/results/stacks.md (written only by a run of
 # every stack and part). STACKS and PARTS choose a slice, whose table is printed:
 # `make stacks STACKS="bullseye sid" PARTS="c-tests misuse"`. bookworm runs the host's own
-# build (built first). The first run of a stack builds its root (see README, "Other stacks").
+# build (built first). The first run of a stack builds its root (docs/testing.md, "Other stacks").
 # `make stacks-smoke` is the short slice: the oldest and the newest stack, install, C tests and
 # misuse tests; it prints the table without writing bench/results/stacks.md.
 # In `make test`: the oldest and the newest stack we run on (bullseye: Linux 5.10, rdma-core
 # 33.2, glibc 2.31; sid: Linux 7.x, rdma-core 65, glibc 2.43), each built from source in its
 # root: the installed build, the C tests and rdma-core 60's event types. A cold machine builds
-# both roots first (about 10 minutes; README, "Other stacks").
+# both roots first (about 10 minutes; docs/testing.md, "Other stacks").
 TEST_STACKS ?= bullseye sid
 TEST_STACK_PARTS ?= install c-tests new-events
 .PHONY: stacks-test
-stacks-test: deps
+stacks-test: deps ## test: the oldest and the newest Debian stack (bullseye, sid)
 	scripts/stacks --stacks "$(TEST_STACKS)" --parts "$(TEST_STACK_PARTS)"
 
 .PHONY: stacks stacks-smoke stacks-host-bins
@@ -129,11 +158,11 @@ SMOKE_PARTS ?= install c-tests new-events misuse
 stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS)
 stacks_all := bullseye bookworm trixie sid
 parts_all := install c-tests new-events misuse real demo storm
-stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins)
+stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins) ## dev: the suite on four Debian stacks; STACKS, PARTS
 	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
 	  out="--out bench/results/stacks.md"; fi; \
 	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out
-stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
+stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins) ## dev: stacks' short slice
 	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
 # The oldest Rust each crate says it builds with (rust-version): the library, its core and
@@ -142,7 +171,7 @@ stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins)
 .PHONY: msrv
 MSRV_LIB := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 MSRV_PRELOAD := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' preload/Cargo.toml)
-msrv: deps
+msrv: build-deps ## dev: cargo check with each crate's rust-version (rustup installs it)
 	rustup toolchain install $(MSRV_LIB) $(MSRV_PRELOAD) --profile minimal
 	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_LIB) check --locked -p cmsafe -p cmsafe-core -p cmsafe-sync --all-targets
 	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_PRELOAD) check --locked --workspace --all-targets
@@ -152,7 +181,7 @@ msrv: deps
 # rebuilds every crate it touches).
 .PHONY: loom
 LOOM_MAX_PREEMPTIONS ?= 3
-loom: deps
+loom: build-deps ## test: the loom models of crates/sync
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
 	  $(CARGO) test --release --locked -p cmsafe-sync --lib
 
@@ -171,7 +200,7 @@ ARM64_ENV    := CARGO_BUILD_TARGET=$(ARM64_TARGET) \
 ARM64_MAKE   := $(ARM64_ENV) $(MAKE) DEPS_FLAGS=--arm64 CC=$(ARM64_TOOLS)gcc CXX=$(ARM64_TOOLS)g++ \
   LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests
 .PHONY: cross-arm64 cross-arm64-clippy
-cross-arm64:
+cross-arm64: ## dev: cross-build everything for aarch64 (runs nothing)
 	$(ARM64_MAKE) build preload c-tests $(EXAMPLE_BINS:target/c-tests/%=target/arm64/c-tests/%) \
 	  preload-tests
 	@for f in $(ARM64_LIBOUT)/libcmsafe.so $(ARM64_LIBOUT)/libcmsafe_preload.so \
@@ -181,28 +210,30 @@ cross-arm64:
 	@echo "cross-arm64: aarch64 libraries in $(ARM64_LIBOUT), tests in target/arm64"
 
 # clippy for aarch64 (c_char is u8 there, and the architecture's own code paths are compiled).
-cross-arm64-clippy:
+cross-arm64-clippy: ## dev: clippy -D warnings for aarch64
 	@scripts/setup-deps --arm64
 	$(ARM64_ENV) $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
 # TRANSPORT=iwarp on Soft-iWARP.
 .PHONY: pair-test
-pair-test: deps
+pair-test: deps ## test: rping across two guests joined by a link
 	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair --transport $(TRANSPORT) -- \
 	  scripts/pair-rping -- scripts/pair-rping
 
-test: deps fmt-check clippy cargo-test loom header-check guest-test \
+# The whole suite, in this order (about 50 minutes on 2 cores, most of it in the guests).
+TEST_PARTS := deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test
+test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
 # TRANSPORT=iwarp runs it on Soft-iWARP (siw0) instead of Soft-RoCE (scripts/rxe-vm --help).
-demo: $(C_TEST_BINS) $(EXAMPLE_BINS)
+demo: deps $(C_TEST_BINS) $(EXAMPLE_BINS) ## use: boot a Soft-RoCE guest and show the main job
 	$(RXE_VM) --transport $(TRANSPORT) -- scripts/demo-in-guest
 
-clean:
+clean: ## use: cargo clean (target/)
 	$(CARGO) clean
 
 # ---- packaging: SONAME, install and uninstall, and their checks ---------------------------------
@@ -256,7 +287,7 @@ $(LIBOUT)/libcmsafe.so:
 $(LIBOUT)/libcmsafe_preload.so:
 	$(MAKE) preload
 
-install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB)
+install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB) ## use: install into PREFIX (/usr/local); LIBDIR, DESTDIR
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 0755 $(LIBOUT)/libcmsafe.so $(DESTDIR)$(LIBDIR)/$(CMSAFE_REALNAME)
 	ln -sfn $(CMSAFE_REALNAME) $(DESTDIR)$(LIBDIR)/$(CMSAFE_SONAME)
@@ -275,36 +306,36 @@ install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB)
 	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
-uninstall:
+uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
-abi-check: build preload
+abi-check: build preload ## test: the libraries export only their names, with their SONAMEs
 	c-tests/check-abi
 
 # The same, for the libraries a plain `cargo build --workspace` (debug and release) gives.
 .PHONY: workspace-check
-workspace-check: deps
+workspace-check: build-deps ## test: the same for a plain cargo build --workspace
 	c-tests/check-workspace-build
 
 # include/*.h alone as C99, C11, C++11, C++17 and cmsafe.hpp as C++11/17/20, gcc and clang.
-header-compile-check: deps
+header-compile-check: deps ## test: the headers alone as C99..C++20, gcc and clang
 	c-tests/check-header
 
 # Every page formats without warnings; every function of include/cmsafe.h has its page.
-man-check: deps
+man-check: deps ## test: every man page formats cleanly; every function has one
 	c-tests/check-man
 
 # CMSAFE_VERSION_* match Cargo.toml; cmsafe_version() at run time matches them.
-version-check: build
+version-check: build ## test: the version macros match Cargo.toml and the library
 	c-tests/check-version
 
 # make install into a staging DESTDIR, the examples built with pkg-config only and run on the
 # real stack (its own guest boot), then make uninstall leaves nothing behind.
-install-check: build
+install-check: deps build ## test: install into a staging root, build with pkg-config, uninstall
 	c-tests/check-install
 
 # The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
@@ -359,7 +390,7 @@ preload-tests: $(PRELOAD_TEST_BINS)
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
 # without -e, qperf, fi_pingpong, rdma_server/rdma_client, rstream) under both modes, against
 # runs without it; and the cancelled-read race.
-preload-test: preload preload-tests c-tests $(EXAMPLE_BINS)
+preload-test: deps preload preload-tests c-tests $(EXAMPLE_BINS) ## test: the preload on misuse programs and real programs
 	$(RXE_VM) -- sh -c 'scripts/preload-misuse-tests; a=$$?; \
 	  scripts/preload-real-programs audit; b=$$?; scripts/preload-real-programs safe; c=$$?; \
 	  scripts/race-cancelled-read 20 1; d=$$?; c-tests/api-under-preload; e=$$?; \
@@ -371,14 +402,14 @@ preload-test: preload preload-tests c-tests $(EXAMPLE_BINS)
 # rdma_xserver/rdma_xclient, mckey, rcopy, ib_write_bw, ib_read_lat), one reference run and one
 # run per mode each, both sides preloaded. About 12 minutes, most of it the iSER tools.
 .PHONY: services-test
-services-test: preload preload-tests
+services-test: deps preload preload-tests ## test: real services (UCX, iSER, ...) under the preload, short
 	$(RXE_VM) -- scripts/preload-real-programs --set services-short audit safe
 
 # `make bench` runs the cost benchmarks first (copy path, setup, system calls, instructions, CPU
 # per event, the storm: about 25 minutes), then the long ones (soak, services, race, faults), so a
 # run cut short still leaves the cost tables of one build.
 .PHONY: bench
-bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-bench
+bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-bench ## bench: every benchmark (80 min), into bench/results/
 
 # The preload's memory stays bounded: a program with one event per created-resolved-destroyed
 # id, raw, under safe mode and under audit, its resident set flat after warm-up (a count of
@@ -386,10 +417,10 @@ bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-ben
 SOAK_TEST_EVENTS ?= 40000
 SOAK_BENCH_EVENTS ?= 1000000
 .PHONY: soak-test soak-bench
-soak-test: preload preload-tests
+soak-test: deps preload preload-tests ## test: the preload's memory flat over 40,000 events
 	$(RXE_VM) -- scripts/soak-events $(SOAK_TEST_EVENTS)
 
-soak-bench: preload preload-tests
+soak-bench: deps preload preload-tests ## bench: the preload's memory over 1,000,000 events
 	@mkdir -p bench/results
 	$(RXE_VM) -- scripts/soak-events $(SOAK_BENCH_EVENTS) target/soak.md
 	cp target/soak.md bench/results/soak.md
@@ -400,7 +431,7 @@ bench: soak-bench
 # Writes bench/results/services.md (timings) and bench/results/field.md (what the audit saw).
 SERVICES_ROUNDS ?= 5
 .PHONY: services-bench
-services-bench: preload
+services-bench: deps preload ## bench: real services timed, raw against audit and safe
 	@mkdir -p bench/results
 	rm -rf target/bench-services
 	$(RXE_VM) -- scripts/preload-real-programs --set services --rounds $(SERVICES_ROUNDS) \
@@ -412,7 +443,7 @@ bench: services-bench
 
 # The cancelled-read race (libiscsi's CM-thread cancel, modelled): hangs per mode over many
 # alternated rounds, every hang under the preload named. Writes bench/results/race.md.
-race-bench: preload preload-tests
+race-bench: deps preload preload-tests ## bench: the cancelled-read race, hangs per mode
 	@mkdir -p bench/results
 	{ echo "## The cancelled-read race (guest: \`scripts/rxe-vm -- scripts/race-cancelled-read 40 5\`)"; \
 	  echo; echo "Software-emulated guest (qemu TCG): counts of a timing race, not a rate to hold."; \
@@ -448,13 +479,13 @@ storm-bins: $(STORM_PLAIN) $(STORM_ASAN) preload
 
 # Small (part of `make test`): 100 connections x 2 waves; the legacy server's leak check under
 # valgrind; and the control: the legacy server without the preload, caught by ASan.
-storm-test: storm-bins
+storm-test: deps storm-bins ## test: a small reconnect storm
 	scripts/storm --conns 100 --clients 5 --waves 2 --legacy-check valgrind --control
 
 # Full (part of `make bench`): 500 connections x 10 waves, timed; the checked builds at 500 x 2
 # (the legacy server as an ASan build under the preload: valgrind is too slow at 500); and one
 # wave of each server under perf. Writes bench/results/storm.md.
-storm-bench: storm-bins
+storm-bench: deps storm-bins ## bench: the reconnect storm, 500 connections x 10 waves
 	scripts/storm --out bench/results/storm.md --title "Reconnect storm: 500 connections, 10 waves" \
 	  --conns 500 --clients 5 --waves 10 --check-waves 2 --legacy-check asan --profile-waves 1
 
@@ -466,13 +497,13 @@ storm-bench: storm-bins
 # Small (part of `make test`): 8 connections per server, the servers' ASan builds. The IB CM's
 # DREQ retries (about 70 s on the server, 100 s on the client) bound the partition and the death
 # from below whatever the size: about 10 minutes (18 on a host shared with other guests).
-fault-test: storm-bins
+fault-test: deps storm-bins ## test: network faults on two guests, short
 	scripts/faults --conns 8 --checked
 
 # Full (part of `make bench`): 200 connections per server under loss and partition, 500 for the
 # node death; the IB CM takes many minutes to time out that many DREQs, hence the hang bound of
 # an hour per wave. Writes bench/results/faults.md.
-fault-bench: storm-bins
+fault-bench: deps storm-bins ## bench: network faults at full size
 	scripts/faults --out bench/results/faults.md --title "Network faults: lossy setup, partition, node death" \
 	  --faults "loss:200 partition:200 death:500" --wave-timeout 3600
 
@@ -506,7 +537,7 @@ $(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
 # System calls per event, raw against the API and the preload, counted under strace in the guest
 # (scripts/syscall-count), CM events and completion events: the table with each target, in
 # bench/results/syscalls.md.
-syscall-bench: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
+syscall-bench: deps $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload ## bench: system calls per event
 	@mkdir -p bench/results
 	{ echo "## System calls per event (guest: \`scripts/rxe-vm -- scripts/syscall-count --events 400\`)"; \
 	  echo; $(RXE_VM) -- scripts/syscall-count --events 400; } | tee bench/results/syscalls.md
@@ -514,14 +545,14 @@ syscall-bench: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
 # The same count in `make test` (200 events; each row's calls are a fixed number per event, but
 # for audit's page runs, one per 64 events, whose count in a window is allowed either rounding):
 # every row must be on its budget.
-syscall-test: $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload
+syscall-test: deps $(BENCH)/syscall_loop $(PRELOAD_TESTS)/preload_cq_loop preload ## test: system calls per event on budget
 	$(RXE_VM) -- scripts/syscall-count --events 200 --check
 
 # User-space instructions per event and per id, raw against the API and the preload, counted
 # by callgrind in the guest (scripts/insn-count): the CPU each event costs, by count.
 .PHONY: insn-bench insn-test
 # Then the preload's instructions in a real program, cmtime (scripts/cmtime-insns), in the same guest.
-insn-bench: $(BENCH)/syscall_loop preload
+insn-bench: deps $(BENCH)/syscall_loop preload ## bench: instructions per event; the preload in cmtime
 	@mkdir -p bench/results
 	{ echo "## Instructions per event (guest: \`scripts/rxe-vm -- scripts/insn-count --n 100\`)"; \
 	  echo; $(RXE_VM) -- sh -c 'scripts/insn-count --n 100 && echo && \
@@ -529,12 +560,12 @@ insn-bench: $(BENCH)/syscall_loop preload
 	    scripts/cmtime-insns --n 200'; } | tee bench/results/insns.md
 
 # The same counts held to their budgets (a count, not a time: the same on a busy machine).
-insn-test: $(BENCH)/syscall_loop preload
+insn-test: deps $(BENCH)/syscall_loop preload ## test: instructions per event on budget
 	$(RXE_VM) -- sh -c 'scripts/insn-count --n 100 --out target/insn-test --check && \
 	  scripts/cmtime-insns --n 200 --out target/insn-test/cmtime --check'
 
 # 1 (and 4, per-copy memory): the copy path with no kernel, on the host, against a hand copy.
-copy-bench: $(BENCH)/copy_path
+copy-bench: deps $(BENCH)/copy_path ## bench: the copy path on the host, against a hand copy
 	@mkdir -p bench/results
 	{ echo "## Copy path, no kernel (host: \`$(BENCH)/copy_path 51 20000 100000\`)"; echo; \
 	  $(BENCH)/copy_path 51 20000 100000; echo; \
@@ -554,12 +585,12 @@ copy-bench: $(BENCH)/copy_path
 
 # The copy path's instructions per event held to a budget (a count: the same on a busy host).
 .PHONY: copy-insn-test
-copy-insn-test: $(BENCH)/copy_path
+copy-insn-test: deps $(BENCH)/copy_path ## test: the copy path's instructions on budget (host)
 	scripts/copy-insns --check
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, and two controls, in rounds of shuffled order.
-setup-bench: $(BENCH)/cm_setup $(BENCH)/seal_cost preload
+setup-bench: deps $(BENCH)/cm_setup $(BENCH)/seal_cost preload ## bench: connection setup, cmtime raw against cmsafe
 	@mkdir -p bench/results
 	{ echo "## Connection setup (guest: \`scripts/rxe-vm -- scripts/bench-cm-setup-in-guest 200 21\`)"; \
 	  echo; $(RXE_VM) -- scripts/bench-cm-setup-in-guest 200 21; } | tee bench/results/cm-setup.md
@@ -567,7 +598,7 @@ setup-bench: $(BENCH)/cm_setup $(BENCH)/seal_cost preload
 # CPU time per event in the guest (a time: printed, never held by a test), raw against the
 # pass-through preload, the API and the preload's modes, with the notes on what it is spent on.
 .PHONY: event-cpu-bench
-event-cpu-bench: $(BENCH)/syscall_loop preload
+event-cpu-bench: deps $(BENCH)/syscall_loop preload ## bench: CPU time per event in the guest
 	@mkdir -p bench/results
 	{ echo "## CPU time per event (guest: \`scripts/rxe-vm -- scripts/event-cpu --rounds 9\`)"; \
 	  echo; $(RXE_VM) -- scripts/event-cpu --rounds 9 && echo && cat benches/event_cpu_notes.md; \
