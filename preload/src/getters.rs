@@ -40,9 +40,17 @@ impl Getters {
         self.ids[0]
     }
 
-    /// True when `t` got them all.
+    /// True when `t` got them all (tests).
+    #[cfg(test)]
     pub fn only(&self, t: i32) -> bool {
         self.n == 1 && !self.more && self.ids[0] == t
+    }
+
+    /// Whether a thread other than `me` that got them may still ack them: one of those
+    /// remembered is alive, or more threads got them than are remembered. A thread that exited
+    /// never will, so a destroy need not give it CMSAFE_LATE_ACK_MS.
+    pub fn others_may_ack(&self, me: i32) -> bool {
+        self.more || self.ids[..self.n].iter().any(|&t| t != me && alive(t))
     }
 
     /// How many are remembered, and whether there were more (tests).
@@ -63,22 +71,34 @@ impl Getters {
     }
 }
 
+/// Whether thread `tid` of this process still runs (0: not known, taken as running).
+fn alive(tid: i32) -> bool {
+    // SAFETY: tgkill with signal 0 sends nothing; it only looks the thread up in this process.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, 0) };
+    tid <= 0 || rc == 0 || cmsafe_core::errno::get() != libc::ESRCH
+}
+
 /// What a destroy would wait for (`probe`), once threads other than the caller that got the
 /// unacked events (`getters` of the issue, None when no thread owes an ack) had
 /// CMSAFE_LATE_ACK_MS to ack them: an event thread may be finishing its handler, as CM events get.
+/// Threads that exited are not waited for: the finding then comes at once, not after the grace.
 pub fn settled<T>(
     probe: impl Fn() -> Option<T>,
     getters: impl Fn(&T) -> Option<Getters>,
 ) -> Option<T> {
+    let me = whereis::thread_id();
+    let may_ack = |issue: &Option<T>| {
+        issue
+            .as_ref()
+            .and_then(&getters)
+            .is_some_and(|g| g.others_may_ack(me))
+    };
     let mut issue = probe();
-    match issue.as_ref().and_then(&getters) {
-        Some(g) if !g.only(whereis::thread_id()) => {}
-        _ => return issue,
+    if !may_ack(&issue) {
+        return issue;
     }
     let start = track::now_ns();
-    while issue.as_ref().and_then(&getters).is_some()
-        && track::now_ns() - start < CONFIG.late_ack_ns
-    {
+    while may_ack(&issue) && track::now_ns() - start < CONFIG.late_ack_ns {
         crate::cancel::sleep(std::time::Duration::from_millis(1));
         issue = probe();
     }
@@ -103,5 +123,32 @@ mod tests {
         assert_eq!(g.count(), (THREADS, true));
         assert_eq!(g.describe(), "threads 7, 1, 2, 3 and others");
         assert_eq!(Getters::of(&[7, 8]).describe(), "threads 7, 8");
+    }
+
+    #[test]
+    fn only_a_running_other_thread_may_still_ack() {
+        let me = whereis::thread_id();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tid_tx.send(whereis::thread_id()).unwrap();
+            go_rx.recv().unwrap();
+        });
+        let other = tid_rx.recv().unwrap();
+        assert!(Getters::of(&[other]).others_may_ack(me));
+        assert!(Getters::of(&[me, other]).others_may_ack(me));
+        assert!(
+            !Getters::of(&[me]).others_may_ack(me),
+            "the caller is not waited for"
+        );
+        go_tx.send(()).unwrap();
+        t.join().unwrap();
+        // Joined: its tid names no thread of this process any more.
+        assert!(!Getters::of(&[other]).others_may_ack(me));
+        assert!(!Getters::of(&[me, other]).others_may_ack(me));
+        // Getters beyond those remembered may still ack.
+        let mut many = Getters::of(&[other]);
+        (1..=THREADS as i32).for_each(|t| many.add(-t));
+        assert!(many.others_may_ack(me));
     }
 }
