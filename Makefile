@@ -137,7 +137,8 @@ iwarp-test: deps c-tests ## test: the C tests again on Soft-iWARP
 # short storm, and the table stack by part in bench/results/stacks.md (written only by a run of
 # every stack and part). STACKS and PARTS choose a slice, whose table is printed:
 # `make stacks STACKS="bullseye sid" PARTS="c-tests misuse"`. bookworm runs the host's own
-# build (built first). The first run of a stack builds its root (docs/testing.md, "Other stacks").
+# build (built first); bookworm/iwarp is bookworm on Soft-iWARP (the table's transport column).
+# The first run of a stack builds its root (docs/testing.md, "Other stacks").
 # `make stacks-smoke` is the short slice: the oldest and the newest stack, install, C tests and
 # misuse tests; it prints the table without writing bench/results/stacks.md.
 # In `make test`: the oldest and the newest stack we run on (bullseye: Linux 5.10, rdma-core
@@ -151,14 +152,14 @@ stacks-test: deps ## test: the oldest and the newest Debian stack (bullseye, sid
 	scripts/stacks --stacks "$(TEST_STACKS)" --parts "$(TEST_STACK_PARTS)"
 
 .PHONY: stacks stacks-smoke stacks-host-bins
-STACKS ?= bullseye bookworm trixie sid
+STACKS ?= bullseye bookworm bookworm/iwarp trixie sid
 PARTS ?= install c-tests new-events misuse real demo storm
 SMOKE_STACKS ?= bullseye sid
 SMOKE_PARTS ?= install c-tests new-events misuse
 stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS)
-stacks_all := bullseye bookworm trixie sid
+stacks_all := bullseye bookworm bookworm/iwarp trixie sid
 parts_all := install c-tests new-events misuse real demo storm
-stacks: deps $(if $(filter bookworm,$(STACKS)),stacks-host-bins) ## dev: the suite on four Debian stacks; STACKS, PARTS
+stacks: deps $(if $(filter bookworm bookworm/iwarp,$(STACKS)),stacks-host-bins) ## dev: the suite on the Debian stacks and on iWARP; STACKS, PARTS
 	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
 	  out="--out bench/results/stacks.md"; fi; \
 	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out

@@ -290,6 +290,11 @@ rxe_guest_script() {
     printf 'rxe_link_type=%s\n' "$rxe_link_type"
     cat <<'SETUP'
 ip link set lo up
+# An RDMA host lets its programs lock memory (memlock unlimited in limits.conf, as RDMA install
+# guides say). rxe pins registrations through ib_umem_get, which lets a root process past
+# RLIMIT_MEMLOCK (CAP_IPC_LOCK), but siw's siw_umem_get (siw_mem.c) counts every process against
+# it, root or not: with the default 8 MB, fi_pingpong's fi_mr_reg failed with ENOMEM on siw0.
+ulimit -l unlimited
 if ! rdma link add "$RXE_DEV" type "$rxe_link_type" netdev "$RXE_NETDEV"; then
   echo "rxe-vm: rdma link add failed" >&2; exit 125
 fi
