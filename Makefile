@@ -81,7 +81,7 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs: under two minutes once target/ is built, seconds when nothing changed.
-check: fmt-check clippy cargo-test header-check abi-check ## use: host only: fmt, clippy, cargo test, header drift, ABI
+check: fmt-check clippy cargo-test header-check abi-check lists-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists
 	@echo "make check: all passed"
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
@@ -224,7 +224,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about 50 minutes on 2 cores, most of it in the guests).
 TEST_PARTS := deps fmt-check clippy cargo-test loom header-check guest-test \
-      abi-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
@@ -314,6 +314,9 @@ uninstall: ## use: remove exactly what install installed (same variables)
 	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
+.PHONY: lists-check
+lists-check: ## test: finding kinds and interposed names in the docs match their Rust source
+	c-tests/check-lists
 abi-check: build preload ## test: the libraries export only their names, with their SONAMEs
 	c-tests/check-abi
 
