@@ -338,7 +338,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_use_after_ack_threads misus
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
-$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/harness.h
+$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/transport.h \
+                    c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
@@ -348,7 +349,7 @@ $(PRELOAD_TESTS)/preload_dlopen: c-tests/preload_dlopen.c c-tests/harness.h
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
 
 $(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c c-tests/raw_util.h \
-                                    c-tests/harness.h
+                                    c-tests/transport.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
