@@ -96,11 +96,18 @@ c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 guest-test: c-tests
 	$(RXE_VM) -- c-tests/run-in-guest
 
-# The iWARP slice of make test: the same C tests on Soft-iWARP (siw0, built for the guest's
-# kernel on the first run and cached under target/; scripts/rxe-vm --help).
-.PHONY: iwarp-test
-iwarp-test: c-tests
-	$(RXE_VM) --transport iwarp -- c-tests/run-in-guest
+# The iWARP slice of make test, in one guest: the same C tests and the preload's misuse programs
+# (raw, audit, safe: 127 checks, 3 apart; docs/stacks.md, "The preload's misuse suite on iWARP")
+# on Soft-iWARP (siw0, built for the guest's kernel on the first run and cached under target/;
+# scripts/rxe-vm --help). The misuse run is about 8 minutes of it on 2 busy cores, as on RoCE;
+# iwarp-misuse-test runs it alone.
+.PHONY: iwarp-test iwarp-misuse-test
+iwarp-test: c-tests preload preload-tests
+	$(RXE_VM) --transport iwarp -- sh -c 'c-tests/run-in-guest; a=$$?; \
+	  scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
+
+iwarp-misuse-test: preload preload-tests
+	$(RXE_VM) --transport iwarp -- scripts/preload-misuse-tests
 
 # Other stacks (issue 30): the suite on every Debian suite we run on (scripts/stacks), each in its
 # own root (scripts/stack-root) and guest (scripts/rxe-vm --stack): the installed build checked
