@@ -125,11 +125,17 @@ c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
 guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, under the sanitizers
 	$(RXE_VM) -- c-tests/run-in-guest
 
-# The iWARP slice of make test: the same C tests on Soft-iWARP (siw0, built for the guest's
-# kernel on the first run and cached under target/; scripts/rxe-vm --help).
-.PHONY: iwarp-test
-iwarp-test: deps c-tests ## test: the C tests again on Soft-iWARP
-	$(RXE_VM) --transport iwarp -- c-tests/run-in-guest
+# The iWARP slice of make test, in one guest: the same C tests and the preload's misuse programs
+# (raw, audit, safe: 127 checks, 3 apart; docs/stacks.md, "The preload's misuse suite on iWARP")
+# on Soft-iWARP (siw0, built for the guest's kernel on the first run and cached under target/;
+# scripts/rxe-vm --help). iwarp-misuse-test runs the misuse programs alone.
+.PHONY: iwarp-test iwarp-misuse-test
+iwarp-test: deps c-tests preload preload-tests ## test: the C tests and the misuse programs again on Soft-iWARP
+	$(RXE_VM) --transport iwarp -- sh -c 'c-tests/run-in-guest; a=$$?; \
+	  scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
+
+iwarp-misuse-test: deps preload preload-tests ## test: the misuse programs alone on Soft-iWARP
+	$(RXE_VM) --transport iwarp -- scripts/preload-misuse-tests
 
 # Other stacks (issue 30): the suite on every Debian suite we run on (scripts/stacks), each in its
 # own root (scripts/stack-root) and guest (scripts/rxe-vm --stack): the installed build checked
@@ -373,7 +379,8 @@ PRELOAD_TEST_PROGRAMS := misuse_use_after_ack misuse_use_after_ack_threads misus
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
-$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/harness.h
+$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/transport.h \
+                    c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
@@ -383,7 +390,7 @@ $(PRELOAD_TESTS)/preload_dlopen: c-tests/preload_dlopen.c c-tests/harness.h
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
 
 $(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c c-tests/raw_util.h \
-                                    c-tests/harness.h
+                                    c-tests/transport.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 

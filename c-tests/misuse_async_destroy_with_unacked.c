@@ -1,13 +1,13 @@
-/* Misuse: async-destroy-with-unacked. An async-event thread fetches the QP's SQ_DRAINED with
- * ibv_get_async_event and returns without acking it (as an event thread's error path does); the
- * main thread then destroys the QP with rdma_destroy_qp, which calls ibv_destroy_qp. libibverbs'
- * ibv_destroy_qp waits until the QP's acked async events equal those the kernel handed out: for
- * good. The program acks the event after the destroy, as code that acks "when the handler
+/* Misuse: async-destroy-with-unacked. An async-event thread fetches the QP's async event
+ * (raw_qp_event: SQ_DRAINED on IB/RoCE, QP_FATAL on iWARP) with ibv_get_async_event and returns
+ * without acking it (as an event thread's error path does); the main thread then destroys the QP
+ * with rdma_destroy_qp, which calls ibv_destroy_qp. libibverbs' ibv_destroy_qp waits until the
+ * QP's acked async events equal those the kernel handed out: for good. The program acks the event after the destroy, as code that acks "when the handler
  * returns" would.
- *   CM events: seq 1..5 (the connected pair), all acked. Async events: 1, SQ_DRAINED of the QP
- *   printed as "qp 0x...", got by the thread printed as "async thread <tid>".
- * Raw libibverbs: blocks in rdma_destroy_qp. Audit: async-destroy-with-unacked (the QP, 1
- * SQ_DRAINED, got by the async thread) before it blocks, then blocks. Safe: the same finding,
+ *   CM events: seq 1..5 (the connected pair), all acked. Async events: 1, of the QP printed as
+ *   "qp 0x...", got by the thread printed as "async thread <tid>".
+ * Raw libibverbs: blocks in rdma_destroy_qp. Audit: async-destroy-with-unacked (the QP, its 1
+ * event, got by the async thread) before it blocks, then blocks. Safe: the same finding,
  * rdma_destroy_qp returns, and the late ack is an async-ack-after-destroy, kept from the freed
  * QP.
  * With the argument "cq", the same with a CQ: a CQ of 1 entry overflows (4 flushed receives of
@@ -67,8 +67,7 @@ int main(int argc, char **argv)
         return cq_case();
     struct ibv_qp *qp = p.client->qp;
     printf("qp %p\n", (void *)qp);
-    raw_qp_drain(qp);
-    get_in_thread(IBV_EVENT_SQ_DRAINED);
+    get_in_thread(raw_qp_event(qp));
     REQUIRE(ev.element.qp == qp, "the event is about qp %p, not %p", (void *)ev.element.qp,
             (void *)qp);
 

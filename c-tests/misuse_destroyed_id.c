@@ -38,7 +38,7 @@ int main(void)
     REQUIRE(rdma_get_cm_event(cch, &ev) == 0, "rdma_get_cm_event: %s", strerror(errno)); /* 4 */
     printf("client: %s\n", rdma_event_str(ev->event));
     raw_ack(ev);
-    CHECK_EQ_INT(rdma_destroy_id(client), 0);
+    CHECK_EQ_INT(raw_destroy_id(client), 0);
     CHECK_EQ_INT(rdma_destroy_id(listen_id), 0);
     rdma_destroy_event_channel(cch);
     rdma_destroy_event_channel(sch);

@@ -27,7 +27,7 @@ int main(void)
     raw_get_ack(cch, RDMA_CM_EVENT_REJECTED); /* seq 4 */
 
     CHECK_EQ_INT(rdma_destroy_id(child), 0);
-    CHECK_EQ_INT(rdma_destroy_id(client), 0);
+    CHECK_EQ_INT(raw_destroy_id(client), 0);
     rdma_destroy_event_channel(cch);
     STEP("exiting with the CONNECT_REQUEST unacked (listen id %p kept)", (void *)listen_id);
     return harness_exit();

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
             raw_ack(req);
         }
         raw_get_ack(cch, RDMA_CM_EVENT_REJECTED);
-        CHECK_EQ_INT(rdma_destroy_id(client), 0);
+        CHECK_EQ_INT(raw_destroy_id(client), 0);
     }
     printf("kernel cm_ids of this process: %d\n", kernel_cm_ids());
     fflush(stdout);

@@ -1,8 +1,9 @@
 /* Misuse: a connect retried after REJECTED on the id the first try destroyed, as perftest
  * 4.5-0.17's RDMA CM client does (its retry loop destroys the ids and frees the array that holds
  * them, then calls rdma_resolve_addr on a slot of that array; fixed upstream in perftest 3d9d8d0).
- * Events: 1 ADDR_RESOLVED, 2 ROUTE_RESOLVED, 3 REJECTED (nothing listens on the port), all acked;
- * then rdma_destroy_id and rdma_destroy_event_channel, as the first try's clean-up does.
+ * Events: 1 ADDR_RESOLVED, 2 ROUTE_RESOLVED, 3 REJECTED (no RDMA peer listens on the port:
+ * raw_connect_unanswered; status 8 on IB/RoCE, -ECONNRESET on iWARP), all acked; then
+ * rdma_destroy_id and rdma_destroy_event_channel, as the first try's clean-up does.
  * The retry, with no argument: rdma_resolve_addr on the destroyed id (use-after-destroy-id).
  * With "reused": the slot that held the id was freed and reused, here for the peer's address,
  * as perftest's got from rdma_getaddrinfo; the retry passes the slot's bytes as the id, an
@@ -28,14 +29,15 @@ int main(int argc, char **argv)
         struct sockaddr_in addr;
     } slot;
     slot.id = raw_client(ch, RAW_NO_LISTENER_PORT, 0); /* seq 1, 2 */
-    raw_connect(slot.id, RAW_TOKEN, sizeof RAW_TOKEN);
+    raw_connect_unanswered(slot.id, RAW_TOKEN, sizeof RAW_TOKEN);
     struct rdma_cm_event *ev = raw_get(ch, RDMA_CM_EVENT_REJECTED); /* seq 3 */
+    CHECK_EQ_INT(ev->status, raw_unanswered_status(raw_transport(slot.id)));
     printf("connect: %s status %d\n", rdma_event_str(ev->event), ev->status);
     fflush(stdout); /* raw, the retry kills the process */
     raw_ack(ev);
 
     /* The first try's clean-up. */
-    CHECK_EQ_INT(rdma_destroy_id(slot.id), 0);
+    CHECK_EQ_INT(raw_destroy_id(slot.id), 0);
     rdma_destroy_event_channel(ch);
     struct sockaddr_in dst = raw_addr(RAW_NO_LISTENER_PORT);
     if (reused)

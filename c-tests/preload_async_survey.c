@@ -1,14 +1,14 @@
-/* Which asynchronous events Soft-RoCE (rxe) raises on demand: each provocation below is tried
- * and every async event that arrives within 2 s is printed as
+/* Which asynchronous events the device (Soft-RoCE's rxe, Soft-iWARP's siw) raises on demand: each
+ * provocation below is tried and every async event that arrives within 2 s is printed as
  *   "async <PROVOCATION>: <ibv_event_type_str> <object>"
  * and acked at once (the well-behaved way); "async <PROVOCATION>: none" when nothing came. The
  * async fd is non-blocking: an empty one answers -1/EAGAIN ("no event"). Run raw and under the
  * preload: under it, no finding, and every event counted got and acked. The provocations:
  *   srq-limit    an SRQ with 4 receives and srq_limit 4 (ibv_modify_srq); one message takes one
- *   sq-drain     a connected RC QP moved to SQD
+ *   sq-drain     a connected RC QP moved to SQD (siw: none, raw_qp_drain says why)
  *   qp-error     that QP (on an SRQ) moved to ERR (a LAST_WQE_REACHED would come here)
  *   cq-overflow  a QP whose CQ holds 1 entry, 4 receives flushed by a move to ERR
- *   port-down, port-up  the rxe netdev ($RXE_NETDEV) set down, then up (as root only) */
+ *   port-down, port-up  the device's netdev ($RXE_NETDEV) set down, then up (as root only) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -95,9 +95,10 @@ int main(int argc, char **argv)
 
     REQUIRE(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
     raw_get_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-    raw_connect(id, RAW_TOKEN, sizeof RAW_TOKEN); /* no QP: the child only rejects */
+    /* The child only rejects: no QP of the program's (raw_connect makes the one iWARP needs). */
+    raw_connect(id, RAW_TOKEN, sizeof RAW_TOKEN);
     raw_get_ack(ch, RDMA_CM_EVENT_REJECTED);
-    CHECK_EQ_INT(rdma_destroy_id(id), 0);
+    CHECK_EQ_INT(raw_destroy_id(id), 0);
     rdma_destroy_event_channel(ch);
 
     int status = 0;

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include "harness.h"
 
@@ -17,6 +18,12 @@ struct sockaddr_in raw_addr(unsigned short port)
     REQUIRE(a && inet_pton(AF_INET, a, &sin.sin_addr) == 1,
             "RXE_ADDR must hold the guest's RDMA address (run under scripts/rxe-vm)");
     return sin;
+}
+
+enum cm_transport raw_transport(const struct rdma_cm_id *id)
+{
+    REQUIRE(id->verbs, "the id is bound to no device yet");
+    return cm_device_transport(id->verbs);
 }
 
 struct rdma_event_channel *raw_channel(void)
@@ -92,16 +99,63 @@ static struct rdma_conn_param conn_param(const void *pdata, unsigned char len)
     return p;
 }
 
+/* The QP the transport needs before rdma_connect or rdma_accept, where the id has none. */
+static void qp_if_needed(struct rdma_cm_id *id)
+{
+    if (!id->qp && cm_qp_before_connect(raw_transport(id)))
+        raw_create_qp(id);
+}
+
 void raw_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
+    qp_if_needed(id);
     struct rdma_conn_param p = conn_param(pdata, len);
     REQUIRE(rdma_connect(id, &p) == 0, "rdma_connect: %s", strerror(errno));
 }
 
 void raw_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
+    qp_if_needed(id);
     struct rdma_conn_param p = conn_param(pdata, len);
     REQUIRE(rdma_accept(id, &p) == 0, "rdma_accept: %s", strerror(errno));
+}
+
+int raw_unanswered_status(enum cm_transport t)
+{
+    return t == CM_TRANSPORT_IWARP ? -ECONNRESET : 8;
+}
+
+void raw_connect_unanswered(struct rdma_cm_id *id, const void *pdata, unsigned char len)
+{
+    REQUIRE(ntohs(rdma_get_dst_port(id)) == RAW_NO_LISTENER_PORT,
+            "the id is resolved to port %u, not RAW_NO_LISTENER_PORT", ntohs(rdma_get_dst_port(id)));
+    if (raw_transport(id) != CM_TRANSPORT_IWARP) {
+        raw_connect(id, pdata, len);
+        return;
+    }
+    struct sockaddr_in a = raw_addr(RAW_NO_LISTENER_PORT);
+    int one = 1, ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(ls >= 0, "socket: %s", strerror(errno));
+    REQUIRE(setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0, "SO_REUSEADDR: %s",
+            strerror(errno));
+    REQUIRE(bind(ls, (struct sockaddr *)&a, sizeof a) == 0, "bind: %s", strerror(errno));
+    REQUIRE(listen(ls, 1) == 0, "listen: %s", strerror(errno));
+    /* siw connects the TCP socket inside rdma_connect and sends its MPA request. */
+    raw_connect(id, pdata, len);
+    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    REQUIRE(c >= 0, "accept: %s", strerror(errno));
+    struct linger reset = {.l_onoff = 1, .l_linger = 0}; /* close() sends an RST */
+    REQUIRE(setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) == 0, "SO_LINGER: %s",
+            strerror(errno));
+    close(c);
+    close(ls);
+}
+
+int raw_destroy_id(struct rdma_cm_id *id)
+{
+    if (id->qp)
+        rdma_destroy_qp(id);
+    return rdma_destroy_id(id);
 }
 
 void raw_reject(struct rdma_cm_id *id)
@@ -219,9 +273,26 @@ static void poll_one(struct ibv_cq *cq, uint64_t wr_id)
             "ibv_poll_cq: %d completions, status %s", n, n == 1 ? ibv_wc_status_str(wc.status) : "-");
 }
 
+struct ibv_sge raw_recv_sge(struct ibv_pd *pd)
+{
+    static char buf[64];
+    static struct ibv_mr *mrs[4];
+    int i;
+    for (i = 0; i < 4 && mrs[i] && mrs[i]->pd != pd; i++)
+        ;
+    REQUIRE(i < 4, "raw_recv_sge: more than 4 protection domains");
+    if (!mrs[i]) {
+        mrs[i] = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+        REQUIRE(mrs[i], "ibv_reg_mr: %s", strerror(errno));
+    }
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof buf, .lkey = mrs[i]->lkey};
+    return sge;
+}
+
 struct ibv_cq *raw_cq_event(struct raw_cq_pair *p)
 {
-    struct ibv_recv_wr rwr = {.wr_id = 1}, *bad_rwr = NULL;
+    struct ibv_sge sge = raw_recv_sge(p->pair.child->qp->pd);
+    struct ibv_recv_wr rwr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *bad_rwr = NULL;
     REQUIRE(ibv_post_recv(p->pair.child->qp, &rwr, &bad_rwr) == 0, "ibv_post_recv failed");
     REQUIRE(ibv_req_notify_cq(p->cqs[0], 0) == 0, "ibv_req_notify_cq failed");
     struct ibv_send_wr swr = {.wr_id = 2, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
@@ -273,6 +344,28 @@ void raw_qp_drain(struct ibv_qp *qp)
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_SQD};
     int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE);
     REQUIRE(rc == 0, "ibv_modify_qp to SQD: %s", strerror(rc));
+}
+
+enum ibv_event_type raw_qp_event(struct ibv_qp *qp)
+{
+    if (cm_device_transport(qp->context) != CM_TRANSPORT_IWARP) {
+        raw_qp_drain(qp);
+        return IBV_EVENT_SQ_DRAINED;
+    }
+    static char buf[8];
+    struct ibv_pd *other = ibv_alloc_pd(qp->context);
+    REQUIRE(other, "ibv_alloc_pd: %s", strerror(errno));
+    REQUIRE(other != qp->pd, "a second protection domain");
+    struct ibv_mr *mr = ibv_reg_mr(other, buf, sizeof buf, 0);
+    REQUIRE(mr, "ibv_reg_mr: %s", strerror(errno));
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof buf, .lkey = mr->lkey};
+    struct ibv_send_wr swr = {.wr_id = 3, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED};
+    struct ibv_send_wr *bad = NULL;
+    /* siw fails the send inside this call: a completion in error, QP_FATAL. The other PD and its
+     * MR stay: the program ends with its QP. */
+    REQUIRE(ibv_post_send(qp, &swr, &bad) == 0, "ibv_post_send failed");
+    return IBV_EVENT_QP_FATAL;
 }
 
 static const char *async_object(const struct ibv_async_event *e, char *buf, size_t len)
@@ -347,8 +440,9 @@ void raw_srq_pair_connect(struct raw_srq_pair *p, unsigned short port)
 
 void raw_srq_limit(struct raw_srq_pair *p)
 {
+    struct ibv_sge sge = raw_recv_sge(p->srq->pd);
     for (int i = 0; i < 4; i++) {
-        struct ibv_recv_wr rwr = {.wr_id = 10 + i}, *bad = NULL;
+        struct ibv_recv_wr rwr = {.wr_id = 10 + i, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
         REQUIRE(ibv_post_srq_recv(p->srq, &rwr, &bad) == 0, "ibv_post_srq_recv failed");
     }
     struct ibv_srq_attr sattr = {.srq_limit = 4};
@@ -378,8 +472,9 @@ struct ibv_cq *raw_cq_overflow(struct ibv_pd *pd, struct ibv_qp **qp)
     *qp = ibv_create_qp(pd, &qa);
     REQUIRE(*qp, "ibv_create_qp: %s", strerror(errno));
     qp_to(*qp, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    struct ibv_sge sge = raw_recv_sge(pd);
     for (int i = 0; i < 4; i++) {
-        struct ibv_recv_wr rwr = {.wr_id = 20 + i}, *bad = NULL;
+        struct ibv_recv_wr rwr = {.wr_id = 20 + i, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
         REQUIRE(ibv_post_recv(*qp, &rwr, &bad) == 0, "ibv_post_recv failed");
     }
     qp_to(*qp, IBV_QPS_ERR, IBV_QP_STATE);

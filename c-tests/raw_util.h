@@ -8,16 +8,24 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
+#include "transport.h"
+
 /* Private data every connecting test sends: the runner greps the reports for RAW_TOKEN_TAG to
  * prove that no private data byte ever appears in them. */
 #define RAW_TOKEN_TAG "PDTOKEN-5e7d1c"
 #define RAW_TOKEN RAW_TOKEN_TAG "-cmsafe-misuse-probe"
 
-/* A port nothing listens on: connecting to it yields REJECTED (status 8) at once. */
+/* A port no RDMA peer listens on. IB/RoCE: connecting to it yields REJECTED (status 8,
+ * IB_CM_REJ_INVALID_SERVICE_ID) at once. iWARP: rdma_connect to a port nothing listens on fails
+ * itself (ECONNREFUSED, no event): raw_connect_unanswered gives the REJECTED there. */
 enum { RAW_NO_LISTENER_PORT = 7499 };
 
 /* The guest's RDMA address ($RXE_ADDR, set by scripts/rxe-vm) and a port. */
 struct sockaddr_in raw_addr(unsigned short port);
+
+/* The transport of the device `id` is bound to (once its address is resolved or bound), as the
+ * device reports it (c-tests/transport.h). */
+enum cm_transport raw_transport(const struct rdma_cm_id *id);
 
 /* rdma_create_event_channel, required to work. */
 struct rdma_event_channel *raw_channel(void);
@@ -52,10 +60,28 @@ struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short
 /* An RC QP on `id` with librdmacm's default PD and CQs. */
 void raw_create_qp(struct rdma_cm_id *id);
 
-/* rdma_connect / rdma_accept / rdma_reject with `len` bytes of private data. */
+/* rdma_connect / rdma_accept / rdma_reject with `len` bytes of private data. Where the transport
+ * connects no id without its QP (iWARP: cm_qp_before_connect), raw_connect and raw_accept give an
+ * id that has none its QP first (raw_create_qp); raw_destroy_id destroys it. */
 void raw_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 void raw_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 void raw_reject(struct rdma_cm_id *id);
+
+/* raw_connect of an id resolved to RAW_NO_LISTENER_PORT, for a REJECTED on it that no id of the
+ * process answered. IB/RoCE: nothing listens, the CM rejects (status 8). iWARP, where rdma_connect
+ * to a port nothing listens on fails without an event: a plain TCP socket listens on the port,
+ * takes the connection and resets it before any MPA reply, as a service that is no iWARP peer
+ * would; siw reports a peer close while it awaits the MPA reply as REJECTED, status -ECONNRESET
+ * (siw_cm.c, SIW_CM_WORK_PEER_CLOSE in state SIW_EPSTATE_AWAIT_MPAREP). */
+void raw_connect_unanswered(struct rdma_cm_id *id, const void *pdata, unsigned char len);
+
+/* The status of raw_connect_unanswered's REJECTED: 8 (IB_CM_REJ_INVALID_SERVICE_ID) or
+ * -ECONNRESET (iWARP). */
+int raw_unanswered_status(enum cm_transport t);
+
+/* rdma_destroy_id(id), after rdma_destroy_qp(id) when the id has a QP (raw_connect's, on iWARP):
+ * returns rdma_destroy_id's result. For ids whose events are all acked. */
+int raw_destroy_id(struct rdma_cm_id *id);
 
 /* A connected RC pair inside one process, every event acked at once except where noted.
  * Events fetched, in this order: ADDR_RESOLVED, ROUTE_RESOLVED (client), CONNECT_REQUEST
@@ -83,7 +109,7 @@ struct raw_cq_pair {
 void raw_cq_pair_connect(struct raw_cq_pair *p, unsigned short port, int ncq);
 
 /* One completion event: arms cqs[0] (ibv_req_notify_cq), sends a signalled zero-length message
- * from the client to a receive the server posts, and fetches the event with ibv_get_cq_event,
+ * from the client to a receive the server posts (with one SGE, raw_recv_sge's), and fetches the event with ibv_get_cq_event,
  * required to come from cqs[0]; polls both completions off (the send's and the server's
  * receive's). Returns that CQ, its event NOT acked. */
 struct ibv_cq *raw_cq_event(struct raw_cq_pair *p);
@@ -98,8 +124,22 @@ void raw_destroy_cq(struct ibv_cq *cq, const char *name);
 
 /* Async events (ibv_get_async_event) for the async misuse programs. */
 
-/* Moves `qp` (connected, RTS) to SQD: rxe then raises IBV_EVENT_SQ_DRAINED for it. */
+/* Moves `qp` (connected, RTS) to SQD: rxe then raises IBV_EVENT_SQ_DRAINED for it; siw raises
+ * nothing (below). */
 void raw_qp_drain(struct ibv_qp *qp);
+
+/* Provokes one async event of `qp` (connected, RTS) and returns its type. IB/RoCE: raw_qp_drain,
+ * SQ_DRAINED. iWARP: siw raises SQ_DRAINED only when a flush finds work requests left on the send
+ * queue (siw_qp.c, siw_sq_flush), never for SQD, which it takes as CLOSING (siw_verbs.c,
+ * ib_qp_state_to_siw_qp_state: the connection is closed, the send queue empty); it raises
+ * QP_FATAL for a send it cannot process (siw_qp_tx.c, siw_qp_sq_process): here a send of a
+ * buffer registered on another protection domain of the device (siw_check_sge: PD mismatch),
+ * which also drops the connection. */
+enum ibv_event_type raw_qp_event(struct ibv_qp *qp);
+
+/* One SGE of a small buffer registered on `pd` (once per PD) for a receive: libsiw refuses a
+ * receive with no SGE (providers/siw/siw.c, push_recv_wqe: EINVAL); rxe takes either. */
+struct ibv_sge raw_recv_sge(struct ibv_pd *pd);
 
 /* The next async event of `ctx` (blocking; polled for up to 5 s when the fd is non-blocking),
  * required to be of type `want`. Printed as "event <type name> <object>" on stdout. NOT acked. */
@@ -119,13 +159,14 @@ struct raw_srq_pair {
 void raw_srq_pair_connect(struct raw_srq_pair *p, unsigned short port);
 
 /* Posts 4 receives to the SRQ, sets its srq_limit to 4 (ibv_modify_srq) and sends one message
- * from the server: taking a receive drops the SRQ below its limit, and rxe raises
- * IBV_EVENT_SRQ_LIMIT_REACHED. */
+ * from the server: taking a receive drops the SRQ below its limit, and rxe (and siw:
+ * siw_qp_rx.c, siw_rqe_get) raises IBV_EVENT_SRQ_LIMIT_REACHED. */
 void raw_srq_limit(struct raw_srq_pair *p);
 
 /* A CQ of 1 entry (returned) and an RC QP on `pd` using it (*qp), the QP moved to INIT, given 4
  * receives and moved to ERR: their flushed completions overflow the CQ, and rxe raises
- * IBV_EVENT_CQ_ERR for it (once per completion that did not fit). */
+ * IBV_EVENT_CQ_ERR for it (once per completion that did not fit; siw once, then stops the
+ * flush: siw_qp.c, siw_rqe_complete and siw_rq_flush). */
 struct ibv_cq *raw_cq_overflow(struct ibv_pd *pd, struct ibv_qp **qp);
 
 /* ibv_destroy_qp(qp) between the lines "step: calling ibv_destroy_qp(NAME)" and

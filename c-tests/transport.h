@@ -63,6 +63,14 @@ static inline int cm_consumer_reject_status(enum cm_transport t)
     return t == CM_TRANSPORT_IWARP ? -ECONNRESET : 28;
 }
 
+/* Whether rdma_connect and rdma_accept need the id's QP made first: iWARP's connection carries
+ * the QP from the start (iw_cm_connect and iw_cm_accept look the QP up: EINVAL without one);
+ * the IB CM can connect an id without a QP. */
+static inline int cm_qp_before_connect(enum cm_transport t)
+{
+    return t == CM_TRANSPORT_IWARP;
+}
+
 /* Whether the transport has UD QPs (RDMA_PS_UDP) and multicast: iWARP is RC only (siw's
  * rdma_create_qp of a UD QP fails with EOPNOTSUPP). */
 static inline int cm_has_ud(enum cm_transport t)
