@@ -73,9 +73,12 @@ impl Getters {
 
 /// Whether thread `tid` of this process still runs (0: not known, taken as running).
 fn alive(tid: i32) -> bool {
+    if tid <= 0 {
+        return true;
+    }
     // SAFETY: tgkill with signal 0 sends nothing; it only looks the thread up in this process.
     let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, 0) };
-    tid <= 0 || rc == 0 || cmsafe_core::errno::get() != libc::ESRCH
+    rc == 0 || cmsafe_core::errno::get() != libc::ESRCH
 }
 
 /// What a destroy would wait for (`probe`), once threads other than the caller that got the

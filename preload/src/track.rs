@@ -1000,13 +1000,18 @@ mod tests {
         assert!(s.channel_held_by_others(chan).is_empty());
     }
 
+    /// A call made from the program (false) or from inside librdmacm (true), at no place.
+    fn call_from(in_librdmacm: bool) -> whereis::Caller {
+        whereis::Caller {
+            addr: 0,
+            in_librdmacm,
+        }
+    }
+
     #[test]
     fn a_call_on_a_destroyed_id_or_on_no_id_is_named_once_each() {
         let mut s = new_state(&CONFIG);
-        let caller = whereis::Caller {
-            addr: 0,
-            in_librdmacm: false,
-        };
+        let caller = call_from(false);
         let id = 0x5555_0000_1230;
         s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
@@ -1024,14 +1029,7 @@ mod tests {
     #[test]
     fn librdmacm_calling_on_a_reused_address_revives_the_id() {
         let mut s = new_state(&CONFIG);
-        let program = whereis::Caller {
-            addr: 0,
-            in_librdmacm: false,
-        };
-        let librdmacm = whereis::Caller {
-            addr: 0,
-            in_librdmacm: true,
-        };
+        let (program, librdmacm) = (call_from(false), call_from(true));
         let id = 0x5555_0000_4560;
         s.id_created(id, 0, program, false);
         s.destroyed(id, 0, 0);
