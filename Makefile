@@ -156,11 +156,12 @@ loom: deps
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
 	  $(CARGO) test --release --locked -p cmsafe-sync --lib
 
-# ---- arm64 (issue 31): both libraries, the C tests, the examples and the preload's test programs
-# cross-built for aarch64 with Debian's cross compilers and arm64 development packages
-# (`scripts/setup-deps --arm64` installs them, Rust's aarch64 target included), under
-# target/aarch64-unknown-linux-gnu/ and target/arm64/. Nothing runs here: the binaries are for
-# an arm64 machine or guest. The same rules as the host's build, run by a make of their own with
+# ---- arm64 (issue 31): both libraries, the C tests, the examples, the preload's test programs,
+# the storm's programs and syscall_loop cross-built for aarch64 with Debian's cross compilers and
+# arm64 development packages (`scripts/setup-deps --arm64` installs them, Rust's aarch64 target
+# included), under target/aarch64-unknown-linux-gnu/ and target/arm64/. Nothing runs here: the
+# binaries are for an arm64 machine or the arm64 guest (scripts/rxe-vm --arch arm64, whose
+# target/ is target/arm64). The same rules as the host's build, run by a make of their own with
 # the cross compilers, the target and the output directories given.
 ARM64_TARGET := aarch64-unknown-linux-gnu
 ARM64_TOOLS  := aarch64-linux-gnu-
@@ -169,13 +170,16 @@ ARM64_ENV    := CARGO_BUILD_TARGET=$(ARM64_TARGET) \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_TOOLS)gcc \
   PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 ARM64_MAKE   := $(ARM64_ENV) $(MAKE) DEPS_FLAGS=--arm64 CC=$(ARM64_TOOLS)gcc CXX=$(ARM64_TOOLS)g++ \
-  LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests
+  LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests \
+  STORM=target/arm64/storm BENCH=target/arm64/bench
 .PHONY: cross-arm64 cross-arm64-clippy
 cross-arm64:
 	$(ARM64_MAKE) build preload c-tests $(EXAMPLE_BINS:target/c-tests/%=target/arm64/c-tests/%) \
-	  preload-tests
+	  preload-tests storm-bins target/arm64/bench/syscall_loop
 	@for f in $(ARM64_LIBOUT)/libcmsafe.so $(ARM64_LIBOUT)/libcmsafe_preload.so \
-	    target/arm64/c-tests/* target/arm64/preload-tests/*; do \
+	    target/arm64/c-tests/* target/arm64/preload-tests/* target/arm64/storm/* \
+	    target/arm64/storm/asan/* target/arm64/bench/*; do \
+	  [ -f "$$f" ] || continue; \
 	  readelf -h "$$f" | grep -q 'Machine: *AArch64' || { echo "$$f: not aarch64" >&2; exit 1; }; \
 	done
 	@echo "cross-arm64: aarch64 libraries in $(ARM64_LIBOUT), tests in target/arm64"
