@@ -143,8 +143,9 @@ iwarp-misuse-test: deps preload preload-tests ## test: the misuse programs alone
 # short storm, and the table stack by part in bench/results/stacks.md (written only by a run of
 # every stack and part). STACKS and PARTS choose a slice, whose table is printed:
 # `make stacks STACKS="bullseye sid" PARTS="c-tests misuse"`. bookworm runs the host's own
-# build (built first); bookworm/iwarp is bookworm on Soft-iWARP (the table's transport column).
-# The first run of a stack builds its root (docs/testing.md, "Other stacks").
+# build (built first); bookworm/iwarp is bookworm on Soft-iWARP (the table's transport column);
+# arm64 the cross build (make cross-arm64, built first) on the arm64 guest (scripts/rxe-vm --arch
+# arm64). The first run of a stack builds its root (docs/testing.md, "Other stacks").
 # `make stacks-smoke` is the short slice: the oldest and the newest stack, install, C tests and
 # misuse tests; it prints the table without writing bench/results/stacks.md.
 # In `make test`: the oldest and the newest stack we run on (bullseye: Linux 5.10, rdma-core
@@ -158,18 +159,19 @@ stacks-test: deps ## test: the oldest and the newest Debian stack (bullseye, sid
 	scripts/stacks --stacks "$(TEST_STACKS)" --parts "$(TEST_STACK_PARTS)"
 
 .PHONY: stacks stacks-smoke stacks-host-bins
-STACKS ?= bullseye bookworm bookworm/iwarp trixie sid
+STACKS ?= bullseye bookworm bookworm/iwarp trixie sid arm64
 PARTS ?= install c-tests new-events misuse real demo storm
 SMOKE_STACKS ?= bullseye sid
 SMOKE_PARTS ?= install c-tests new-events misuse
 stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS)
-stacks_all := bullseye bookworm bookworm/iwarp trixie sid
+stacks_all := bullseye bookworm bookworm/iwarp trixie sid arm64
 parts_all := install c-tests new-events misuse real demo storm
-stacks: deps $(if $(filter bookworm bookworm/iwarp,$(STACKS)),stacks-host-bins) ## dev: the suite on the Debian stacks and on iWARP; STACKS, PARTS
+stacks_builds = $(if $(filter bookworm bookworm/iwarp,$(1)),stacks-host-bins) $(if $(filter arm64,$(1)),cross-arm64)
+stacks: deps $(call stacks_builds,$(STACKS)) ## dev: the suite on the Debian stacks, iWARP, arm64; STACKS, PARTS
 	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
 	  out="--out bench/results/stacks.md"; fi; \
 	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out
-stacks-smoke: deps $(if $(filter bookworm,$(SMOKE_STACKS)),stacks-host-bins) ## dev: stacks' short slice
+stacks-smoke: deps $(call stacks_builds,$(SMOKE_STACKS)) ## dev: stacks' short slice
 	scripts/stacks --stacks "$(SMOKE_STACKS)" --parts "$(SMOKE_PARTS)"
 
 # The oldest Rust each crate says it builds with (rust-version): the library, its core and
@@ -192,11 +194,12 @@ loom: build-deps ## test: the loom models of crates/sync
 	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) CARGO_TARGET_DIR=target/loom \
 	  $(CARGO) test --release --locked -p cmsafe-sync --lib
 
-# ---- arm64 (issue 31): both libraries, the C tests, the examples and the preload's test programs
-# cross-built for aarch64 with Debian's cross compilers and arm64 development packages
-# (`scripts/setup-deps --arm64` installs them, Rust's aarch64 target included), under
-# target/aarch64-unknown-linux-gnu/ and target/arm64/. Nothing runs here: the binaries are for
-# an arm64 machine or guest. The same rules as the host's build, run by a make of their own with
+# ---- arm64 (issue 31): both libraries, the C tests, the examples, the preload's test programs,
+# the storm's programs and syscall_loop cross-built for aarch64 with Debian's cross compilers and
+# arm64 development packages (`scripts/setup-deps --arm64` installs them, Rust's aarch64 target
+# included), under target/aarch64-unknown-linux-gnu/ and target/arm64/. Nothing runs here: the
+# binaries are for an arm64 machine or the arm64 guest (scripts/rxe-vm --arch arm64, whose
+# target/ is target/arm64). The same rules as the host's build, run by a make of their own with
 # the cross compilers, the target and the output directories given.
 ARM64_TARGET := aarch64-unknown-linux-gnu
 ARM64_TOOLS  := aarch64-linux-gnu-
@@ -205,13 +208,16 @@ ARM64_ENV    := CARGO_BUILD_TARGET=$(ARM64_TARGET) \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_TOOLS)gcc \
   PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 ARM64_MAKE   := $(ARM64_ENV) $(MAKE) DEPS_FLAGS=--arm64 CC=$(ARM64_TOOLS)gcc CXX=$(ARM64_TOOLS)g++ \
-  LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests
+  LIBOUT=$(ARM64_LIBOUT) CTESTS=target/arm64/c-tests PRELOAD_TESTS=target/arm64/preload-tests \
+  STORM=target/arm64/storm BENCH=target/arm64/bench
 .PHONY: cross-arm64 cross-arm64-clippy
 cross-arm64: ## dev: cross-build everything for aarch64 (runs nothing)
 	$(ARM64_MAKE) build preload c-tests $(EXAMPLE_BINS:target/c-tests/%=target/arm64/c-tests/%) \
-	  preload-tests
+	  preload-tests storm-bins target/arm64/bench/syscall_loop
 	@for f in $(ARM64_LIBOUT)/libcmsafe.so $(ARM64_LIBOUT)/libcmsafe_preload.so \
-	    target/arm64/c-tests/* target/arm64/preload-tests/*; do \
+	    target/arm64/c-tests/* target/arm64/preload-tests/* target/arm64/storm/* \
+	    target/arm64/storm/asan/* target/arm64/bench/*; do \
+	  [ -f "$$f" ] || continue; \
 	  readelf -h "$$f" | grep -q 'Machine: *AArch64' || { echo "$$f: not aarch64" >&2; exit 1; }; \
 	done
 	@echo "cross-arm64: aarch64 libraries in $(ARM64_LIBOUT), tests in target/arm64"
@@ -221,6 +227,19 @@ cross-arm64-clippy: ## dev: clippy -D warnings for aarch64
 	@scripts/setup-deps --arm64
 	$(ARM64_ENV) $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
+# The cross build run on an emulated arm64 machine: scripts/rxe-vm --arch arm64 boots Debian 12's
+# arm64 kernel under qemu-system-aarch64 with Soft-RoCE, in a root of Debian's arm64 packages
+# (scripts/arm64-root), with target/arm64 as its target/. The slice in `make test`: every C test,
+# without LeakSanitizer's check at each process's exit (it costs that guest tens of seconds a
+# process; the x86_64 guest runs them with it: c-tests/run-in-guest), and the misuse tests of CM
+# events raw, under audit and under safe mode. Its time is in docs/testing.md, "arm64". The whole suite
+# runs on arm64 in `make stacks` (STACKS=arm64: LeakSanitizer on, every misuse test, the real
+# programs, the demo and the storm).
+.PHONY: arm64-test
+arm64-test: deps cross-arm64 ## test: the C tests and the CM misuse programs on an emulated arm64 guest
+	$(RXE_VM) --arch arm64 -- sh -c 'CTESTS_DETECT_LEAKS=0 c-tests/run-in-guest; a=$$?; \
+	  PRELOAD_MISUSE_ONLY=cm scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
+
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
 # TRANSPORT=iwarp on Soft-iWARP.
 .PHONY: pair-test
@@ -228,11 +247,11 @@ pair-test: deps ## test: rping across two guests joined by a link
 	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair --transport $(TRANSPORT) -- \
 	  scripts/pair-rping -- scripts/pair-rping
 
-# The whole suite, in this order (about 50 minutes on 2 cores, most of it in the guests).
+# The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps fmt-check clippy cargo-test loom header-check guest-test \
       abi-check lists-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test iwarp-test
+      fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 

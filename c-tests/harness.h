@@ -96,11 +96,23 @@ static void harness_watchdog_fired(int sig)
     _exit(3);
 }
 
-/* Fails the whole test, instead of hanging, if it runs longer than `seconds`. */
+/* How many times longer than in the x86_64 guest a test may take where it runs: RXE_TIME_SCALE,
+ * which scripts/rxe-vm sets for a guest whose emulation is slower (the arm64 guest: its --help
+ * says why); 1 when unset, or not a whole number from 1 to 100. */
+static inline unsigned harness_time_scale(void)
+{
+    const char *s = getenv("RXE_TIME_SCALE");
+    char *end = NULL;
+    unsigned long v = s && *s ? strtoul(s, &end, 10) : 1;
+    return (!end || *end == '\0') && v >= 1 && v <= 100 ? (unsigned)v : 1;
+}
+
+/* Fails the whole test, instead of hanging, if it runs longer than `seconds` (stretched by
+ * harness_time_scale(): a slower guest gets more time, a hang is still caught). */
 static inline void harness_watchdog(unsigned seconds)
 {
     signal(SIGALRM, harness_watchdog_fired);
-    alarm(seconds);
+    alarm(seconds * harness_time_scale());
 }
 
 #endif

@@ -71,7 +71,7 @@ int main(void)
     cmsafe_event *sest = cm_expect(sch, RDMA_CM_EVENT_ESTABLISHED);
 
     /* Held: req (counted against listen_id) and sest (counted against child). */
-    alarm(20);
+    harness_watchdog(20);
     rdma_destroy_qp(child);
     CHECK(rdma_destroy_id(child) == 0, "rdma_destroy_id(child) while its ESTABLISHED is held");
     CHECK(rdma_destroy_id(listen_id) == 0,

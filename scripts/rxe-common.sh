@@ -4,13 +4,18 @@
 # rxe_me (its name in messages) first, rxe_stack to boot another Debian suite (empty, or
 # bookworm, is today's path: the host's kernel package and the host's / as the guest's root), and
 # rxe_transport: roce (empty is roce: Soft-RoCE, rdma_rxe, device rxe0) or iwarp (Soft-iWARP,
-# siw, device siw0, the module built by rxe_siw since Debian's kernels do not ship it).
+# siw, device siw0, the module built by rxe_siw since Debian's kernels do not ship it), and
+# rxe_arch: x86_64 (empty is x86_64: today's guest) or arm64 (Debian's arm64 kernel under
+# qemu-system-aarch64, chrooted into the root scripts/arm64-root builds, with the cross build's
+# outputs where the guest's scripts look for them: see rxe_arm64_prepare).
 #
 # After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd, and
-# $rxe_hostroot (the directory the guest chroots into: / or the stack's root), $rxe_share (what
-# the guest sees as the repo's target/: target/, or target/stacks/NAME/target for a stack),
-# $rxe_runs (where a run's files go: $rxe_share/rxe-vm), $rxe_dev (rxe0 or siw0) and
-# $rxe_link_type (rxe or siw: `rdma link add ... type`).
+# $rxe_hostroot (the directory the guest chroots into: /, the stack's root or the arm64 root),
+# $rxe_share (what the guest sees as the repo's target/: target/, target/stacks/NAME/target
+# for a stack, target/arm64 for arm64), $rxe_time_scale (the guest's RXE_TIME_SCALE),
+# $rxe_runs (where a run's files go: $rxe_share/rxe-vm), $rxe_dev (rxe0 or siw0),
+# $rxe_link_type (rxe or siw: `rdma link add ... type`) and $rxe_busybox (the initramfs's
+# busybox, of the guest's architecture).
 
 rxe_die() { echo "$rxe_me: $*" >&2; exit 125; }
 
@@ -19,21 +24,37 @@ rxe_prepare() {
   target=$repo/target
   state=$target/rxe-vm
   mkdir -p "$state"
-  local tool
-  for tool in qemu-system-x86_64 busybox depmod modprobe dpkg-deb apt-get; do
-    command -v "$tool" >/dev/null || rxe_die "$tool not found: run scripts/setup-deps"
+  local tool qemu_bin deps=scripts/setup-deps
+  case ${rxe_arch:-x86_64} in
+    x86_64) rxe_arch=x86_64 qemu_bin=qemu-system-x86_64 ;;
+    arm64) qemu_bin=qemu-system-aarch64 deps="scripts/setup-deps --arm64" ;;
+    *) rxe_die "unknown architecture \"$rxe_arch\" (x86_64 or arm64)" ;;
+  esac
+  for tool in "$qemu_bin" busybox depmod modprobe dpkg-deb apt-get; do
+    command -v "$tool" >/dev/null || rxe_die "$tool not found: run $deps"
   done
   [ -x /bin/busybox ] || rxe_die "busybox-static is missing: run scripts/setup-deps"
   rxe_hostroot=/
   rxe_share=$target
   rxe_runs=$state
+  rxe_busybox=/bin/busybox
+  # How many times longer than the x86_64 guest this one may take for the same test: the
+  # harnesses stretch their time limits by it (RXE_TIME_SCALE; scripts/rxe-vm --help says why).
+  rxe_time_scale=1
   # shellcheck disable=SC2034 # rxe_dev is read by rxe-vm and rxe-pair
   case ${rxe_transport:-roce} in
     roce) rxe_transport=roce rxe_dev=rxe0 rxe_link_type=rxe ;;
     iwarp) rxe_dev=siw0 rxe_link_type=siw ;;
     *) rxe_die "unknown transport \"$rxe_transport\" (roce or iwarp)" ;;
   esac
-  if [ -n "${rxe_stack-}" ] && [ "$rxe_stack" != bookworm ]; then
+  if [ "$rxe_arch" = arm64 ]; then
+    # One root and one kernel so far: Debian 12's, with Soft-RoCE (siw would be built for the
+    # arm64 kernel with a cross compiler: not wired up).
+    [ -z "${rxe_stack-}" ] || [ "$rxe_stack" = bookworm ] || rxe_die "--arch arm64 runs on the default stack (bookworm) only"
+    [ "$rxe_transport" = roce ] || rxe_die "--arch arm64 runs Soft-RoCE only"
+    rxe_stack=
+    rxe_arm64_prepare
+  elif [ -n "${rxe_stack-}" ] && [ "$rxe_stack" != bookworm ]; then
     # siw.ko is built from the suite's own kernel source; only bookworm's is wired up so far.
     [ "$rxe_transport" = roce ] || rxe_die "--transport iwarp runs on the default stack (bookworm) only"
     rxe_stack_prepare
@@ -94,8 +115,11 @@ rxe_stack_prepare() {
 }
 
 # --- kernel: the version linux-image-amd64 points at, unpacked under target/rxe-vm -------------
+# rxe_kernel [arm64]: with arm64, the arm64 kernel of the same ABI (6.1.0-57-amd64:
+# linux-image-6.1.0-57-arm64), so that both guests run the same kernel source and upload; the
+# one linux-image-arm64 points at when the archive has no arm64 build of that ABI.
 rxe_kernel() {
-  local kpkg
+  local kpkg dlpkg
   kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
   if [ -z "$kpkg" ]; then
     # An empty package list (fresh machine): refresh it once.
@@ -103,6 +127,16 @@ rxe_kernel() {
     kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
   fi
   [ -n "$kpkg" ] || rxe_die "cannot find the kernel package that linux-image-amd64 depends on"
+  dlpkg=$kpkg
+  if [ "${1-}" = arm64 ]; then
+    kpkg=${kpkg%-amd64}-arm64
+    if [ -z "$(apt-cache show "$kpkg:arm64" 2>/dev/null | head -n1)" ]; then
+      kpkg=$(apt-cache depends linux-image-arm64:arm64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+      kpkg=${kpkg%:arm64}
+      [ -n "$kpkg" ] || rxe_die "no arm64 kernel package in apt's lists: run scripts/setup-deps --arm64"
+    fi
+    dlpkg=$kpkg:arm64
+  fi
   kver=${kpkg#linux-image-}
   kroot=$state/kernel-$kver
   if [ ! -e "$kroot/.ready" ]; then
@@ -110,13 +144,40 @@ rxe_kernel() {
     local dl
     dl=$(mktemp -d "$state/dl.XXXXXX")
     rm -rf "$kroot"
-    (cd "$dl" && apt-get download "$kpkg" >/dev/null 2>&1) || rxe_die "apt-get download $kpkg failed"
+    (cd "$dl" && apt-get download "$dlpkg" >/dev/null 2>&1) || rxe_die "apt-get download $dlpkg failed"
     dpkg-deb -x "$dl/$kpkg"_*.deb "$kroot.tmp.$$"
     depmod -b "$kroot.tmp.$$" "$kver"
     rm -rf "$dl"
     touch "$kroot.tmp.$$/.ready"
     mv -T "$kroot.tmp.$$" "$kroot" 2>/dev/null || rm -rf "$kroot.tmp.$$" # another run won
   fi
+}
+
+# --- arm64 (rxe-vm --arch arm64): Debian's arm64 kernel, the root of scripts/arm64-root, and the
+# cross build's outputs as the guest's target/ ---------------------------------------------------
+# make cross-arm64 puts the C tests and the preload's test programs in target/arm64/c-tests and
+# target/arm64/preload-tests, and cargo the aarch64 libraries in
+# target/aarch64-unknown-linux-gnu/release (the C tests' rpath). The guest's target/ is
+# target/arm64 (writable: logs and reports come back there, apart from the host's), where the
+# scripts find target/c-tests and target/preload-tests; the libraries' directory is shared
+# read-only and mounted both as target/release (where the scripts look for
+# libcmsafe_preload.so) and at its own path under target/, for the rpath. The repository comes
+# on its own share, at its path, as for a stack.
+rxe_arm64_libs=aarch64-unknown-linux-gnu
+# The C test that starts the most ASan processes (test_logging) takes about 7 times as long there
+# as on x86_64, each process's leak check being slow under emulation (scripts/rxe-vm --help).
+rxe_arm64_time_scale=8
+rxe_arm64_prepare() {
+  rxe_hostroot=$("$repo/scripts/arm64-root") || exit 125
+  [ -d "$rxe_hostroot$repo" ] || rxe_die "$rxe_hostroot has no $repo to mount the repository on"
+  rxe_share=$target/arm64
+  rxe_runs=$rxe_share/rxe-vm
+  rxe_libdir=$target/$rxe_arm64_libs/release
+  # Before the first make cross-arm64: an empty directory, so that the guest still boots.
+  mkdir -p "$rxe_runs" "$rxe_libdir"
+  rxe_busybox=$rxe_hostroot/bin/busybox
+  rxe_time_scale=$rxe_arm64_time_scale
+  rxe_kernel arm64
 }
 
 # --- Soft-iWARP (--transport iwarp): siw.ko for $kver, from Debian's own kernel source ----------
@@ -194,7 +255,7 @@ rxe_initrd() {
   [ -e "$initrd" ] && return 0
   build=$(mktemp -d "$state/initrd-build.XXXXXX")
   mkdir -p "$build"/{bin,proc,sys,dev,host,lib/modules}
-  cp /bin/busybox "$build/bin/busybox"
+  cp "$rxe_busybox" "$build/bin/busybox"
   for m in "${rxe_modules[@]}" "${extra[@]}"; do
     if ! modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2>/dev/null; then
       echo "$rxe_me: kernel $kver has no module $m: left out" >&2
@@ -227,8 +288,10 @@ tgt=$(arg target)
 name=$(arg host)
 repo=${tgt%/*}
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host
-# A stack: hostroot is the suite's root; the repository comes on its own share, at its path.
-if [ -n "$(arg stack)" ]; then
+# A stack, or arm64: hostroot is the suite's (or arm64's) root; the repository comes on its own
+# share, at its path.
+arch=$(arg arch)
+if [ -n "$(arg stack)" ] || [ -n "$arch" ]; then
   mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 repo "/host$repo"
 fi
 mount -t proc proc /host/proc
@@ -258,6 +321,14 @@ if [ -n "$(arg stack)" ]; then
   st="/host$tgt/stacks/$(arg stack)/target"
   mkdir -p "$st" && mount -o bind "/host$tgt" "$st"
 fi
+# arm64: target/ is target/arm64; the cross build's libraries are its target/release, and are
+# at their own path under target/ too (the C tests' rpath).
+if [ -n "$arch" ]; then
+  libs=/host$tgt/$(arg libs)/release
+  mkdir -p "/host$tgt/release" "$libs"
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 libs "/host$tgt/release"
+  mount -o bind "/host$tgt/release" "$libs"
+fi
 hostname "${name:-rxe-vm}"
 # Command output goes over virtio-console; keep it open and raw so "\n" stays "\n".
 exec 9<>/dev/hvc0
@@ -286,6 +357,9 @@ rxe_guest_script() {
     # The current environment, minus what belongs to this shell or this host's terminal.
     export -p | grep -Ev '^declare -x (BASH[A-Z_]*|SHLVL|PWD|OLDPWD|_|HOSTNAME|TERM|TMPDIR)(=|$)' || true
     printf 'export RXE_TRANSPORT=%s\n' "$rxe_transport"
+    # The caller's own value wins (it is among the exports above).
+    # shellcheck disable=SC2016 # expanded in the guest
+    printf 'export RXE_TIME_SCALE=${RXE_TIME_SCALE:-%s}\n' "$rxe_time_scale"
     printf '%s\n' "$setup"
     printf 'rxe_link_type=%s\n' "$rxe_link_type"
     cat <<'SETUP'
@@ -325,6 +399,26 @@ rxe_qemu_base() {
   if [ -n "${rxe_stack-}" ]; then
     stack_args=(-virtfs "local,path=$repo,mount_tag=repo,readonly=on,security_model=none,multidevs=remap")
     stack_cmdline=" rxevm.stack=$rxe_stack"
+  fi
+  if [ "${rxe_arch:-x86_64}" = arm64 ]; then
+    # -M virt with its PL011 UART as the console. The kernel signs and checks return addresses
+    # (pointer authentication) in every function: qemu's default algorithm for it (QARMA) costs
+    # many host instructions per check, its implementation-defined one (pauth-impdef) few,
+    # with the same behaviour for the guest. The clock is the architected timer: no
+    # clocksource to choose.
+    # shellcheck disable=SC2054 # qemu's option lists
+    rxe_qemu=(qemu-system-aarch64 -M virt -accel tcg -cpu max,pauth-impdef=on
+              -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
+              -no-reboot -display none -monitor none -nodefaults
+              -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$initrd"
+              -append "console=ttyAMA0 panic=-1 rxevm.run=$run rxevm.target=$target rxevm.host=$name rxevm.arch=arm64 rxevm.libs=$rxe_arm64_libs"
+              -serial "file:$console"
+              -virtfs "local,path=$rxe_hostroot,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
+              -virtfs "local,path=$rxe_share,mount_tag=target,security_model=none,multidevs=remap"
+              -virtfs "local,path=$repo,mount_tag=repo,readonly=on,security_model=none,multidevs=remap"
+              -virtfs "local,path=$rxe_libdir,mount_tag=libs,readonly=on,security_model=none,multidevs=remap"
+              -device virtio-serial-pci)
+    return
   fi
   rxe_qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
             -no-reboot -display none -monitor none -nodefaults
