@@ -276,13 +276,11 @@ INSTALL      ?= install
 LDCONFIG     ?= ldconfig
 CXX          ?= g++
 
-# Version and SONAME from Cargo.toml, as build.rs derives them: 0.MINOR.PATCH gives
-# libcmsafe.so.0.MINOR (a new 0.x minor may break the ABI; 0.0.PATCH gives libcmsafe.so.0.0.PATCH),
-# MAJOR.MINOR.PATCH from 1.0 on gives libcmsafe.so.MAJOR. The file installed is libcmsafe.so.VERSION.
-CMSAFE_VERSION  := $(shell sed -n '/^\[package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
-cmsafe_vparts   := $(subst ., ,$(firstword $(subst -, ,$(subst +, ,$(CMSAFE_VERSION)))))
-CMSAFE_ABI      := $(if $(filter 0,$(word 1,$(cmsafe_vparts))),$(if $(filter 0,$(word 2,$(cmsafe_vparts))),0.0.$(word 3,$(cmsafe_vparts)),0.$(word 2,$(cmsafe_vparts))),$(word 1,$(cmsafe_vparts)))
-CMSAFE_SONAME   := libcmsafe.so.$(CMSAFE_ABI)
+# Version and SONAME from Cargo.toml, by the rule's one place, scripts/soname (build.rs links the
+# library with the same name). The file installed is libcmsafe.so.VERSION.
+cmsafe_soname   := $(shell scripts/soname)
+CMSAFE_VERSION  := $(word 1,$(cmsafe_soname))
+CMSAFE_SONAME   := $(word 2,$(cmsafe_soname))
 CMSAFE_REALNAME := libcmsafe.so.$(CMSAFE_VERSION)
 
 INSTALL_HEADERS := $(wildcard include/*.h include/*.hpp)
