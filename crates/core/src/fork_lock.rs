@@ -4,9 +4,8 @@
 //! LD_PRELOAD library for all of its state.
 //!
 //! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, inlined),
-//! where glibc's pthread_mutex_lock and unlock, two calls, cost about 35 instructions a pair
-//! more by count (`bench/results/insns.md`); the preload's tracker lock is taken twice per
-//! event. The guard taken before the fork is kept in the mutex itself until the parent and the
+//! not glibc's pthread_mutex_lock and unlock, two calls that cost more by count (bench/README.md,
+//! "The counts behind the code's shape"); the preload's tracker lock is taken twice per event. The guard taken before the fork is kept in the mutex itself until the parent and the
 //! child each drop theirs; in the child that drop may issue a futex wake for waiters that were
 //! left behind in the parent, which wakes nobody.
 

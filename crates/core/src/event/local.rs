@@ -21,7 +21,8 @@ thread_local! {
 
 /// Runs `f` with this thread's block, or with None once the thread's thread-locals are gone
 /// (a call from another thread-local's destructor). Always inlined: left to the compiler's
-/// judgment it was once outlined from the copy, 32 instructions more per event (copy-insns).
+/// judgment it was once outlined from the copy, which costs instructions on every event
+/// (bench/README.md, "The counts behind the code's shape").
 #[inline(always)]
 pub(crate) fn with<R>(f: impl FnOnce(Option<&Local>) -> R) -> R {
     let mut f = Some(f);
