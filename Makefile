@@ -293,7 +293,7 @@ installed_man   := $(foreach p,$(MAN_PAGES),$(MANDIR)/$(notdir $(patsubst %/,%,$
 # The LD_PRELOAD library (make preload), installed as $(LIBDIR)/libcmsafe_preload.so:
 PRELOAD_LIB ?= $(LIBOUT)/libcmsafe_preload.so
 # Its launcher, installed as $(BINDIR)/cmsafe-audit:
-AUDIT_CMD   ?= scripts/cmsafe-audit
+AUDIT_CMD   ?= bin/cmsafe-audit
 
 .PHONY: install uninstall abi-check header-compile-check man-check version-check install-check
 
