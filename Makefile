@@ -240,6 +240,13 @@ arm64-test: deps cross-arm64 ## test: the C tests and the CM misuse programs on 
 	$(RXE_VM) --arch arm64 -- sh -c 'CTESTS_DETECT_LEAKS=0 c-tests/run-in-guest; a=$$?; \
 	  PRELOAD_MISUSE_ONLY=cm scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
 
+# The instruction budgets on arm64 (bench/budgets.tsv's aarch64 rows): callgrind's count of the
+# loops in the emulated guest, about 20 minutes, so not in make test. cmtime-insns has no arm64
+# budgets (scripts/insn-count says why).
+.PHONY: arm64-insn-test
+arm64-insn-test: deps cross-arm64 ## dev: instructions per event on arm64's budgets (slow: emulated)
+	$(RXE_VM) --arch arm64 -- scripts/insn-count --n 100 --out target/insn-test --check
+
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
 # TRANSPORT=iwarp on Soft-iWARP.
 .PHONY: pair-test
