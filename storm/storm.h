@@ -30,7 +30,9 @@
  * zero-length SEND each way every HEARTBEAT_MS (the client does the same), so that a side whose
  * peer vanished finds out through its own traffic: the RC transport retries, gives up, the
  * heartbeat completes in error, the server calls rdma_disconnect and destroys the id at its
- * DISCONNECTED (the peer's DREP, or the DREQ's own timeout). Events that end a connection
+ * DISCONNECTED (the peer's DREP, or the DREQ's own timeout). On iWARP the SEND completes once
+ * TCP has it: TCP's retransmissions give up (tcp_retries2), the QP flushes its receives and the
+ * id gets DISCONNECTED (docs/faults.md, "iWARP"). Events that end a connection
  * before the wave is established are then expected (a lossy link): the id is destroyed and its
  * index may be requested again, with a token of any wave (a client moves a connection it lost
  * to the next wave's); the wave is established when all CONNS are up at once. "stale" counts
@@ -51,6 +53,7 @@ enum {
     STORM_MAX_CONNS = 4096,
     STORM_REPLY_LEN = 12,  /* the server's accept private data: "ok:<index>" */
     STORM_RECVS = 2,       /* receives each QP keeps posted for its peer's heartbeats */
+    STORM_RECVS_IWARP = 64, /* the same on iWARP (storm_recvs) */
 };
 
 /* ---- shared by client and servers ------------------------------------------------------- */
@@ -76,12 +79,27 @@ unsigned long long storm_number(const char *s, const char *what);
 
 /* ---- heartbeats (fault runs) -------------------------------------------------------------- */
 
-/* Every QP's attributes (its CQ shared by all of them), and the CQ size for CONNS of them. */
-void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq);
-int storm_cq_size(unsigned conns);
+/* The receives each QP keeps posted, by the device's transport. IB/RoCE: 2 (a SEND completes
+ * when the peer acknowledged it, one heartbeat is out at a time, and RNR retries cover an empty
+ * queue). iWARP has no RNR: a SEND that finds no receive posted ends the peer's QP (siw_proc_send
+ * sends a DDP "no buffer" TERMINATE), and siw completes a SEND once TCP has it, so a TCP
+ * connection that stalls (loss) and recovers delivers every heartbeat of the stall at once: 64
+ * receives hold a 64-heartbeat stall, longer than TCP lives through with the fault runs'
+ * tcp_retries2=6 (docs/faults.md, "iWARP"). Every side still sends a heartbeat each period,
+ * so after a cut each side has data unacknowledged and its TCP notices. */
+unsigned storm_recvs(struct ibv_context *verbs);
 
-/* A zero-length receive, a zero-length signaled SEND: 0 or ibv_post_*'s error. */
+/* Every QP's attributes (its CQ shared by all of them, RECVS receives), and the CQ size for
+ * CONNS of them. */
+void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq, unsigned recvs);
+int storm_cq_size(unsigned conns, unsigned recvs);
+
+/* A receive (one SGE of a small buffer registered on the QP's PD at the first call: libsiw takes
+ * no receive without an SGE), a zero-length signaled SEND: 0 or ibv_post_*'s error as a
+ * positive errno (libsiw returns it negated). storm_recv_release deregisters the buffer, before
+ * the PD is freed. */
 int storm_post_recv(struct ibv_qp *qp, uint64_t wr_id);
+void storm_recv_release(void);
 int storm_post_beat(struct ibv_qp *qp, uint64_t wr_id);
 
 /* ibv_wc_status_str(status) with its spaces as underscores (one word in a log line). */

@@ -14,6 +14,7 @@
  * of failing. Each event is logged on stdout:
  *   EV <us> <RDMA_CM_EVENT_...> <status> <index>      (CLOCK_REALTIME microseconds)
  *   WC <us> <ibv_wc_status_str, spaces as _> <wc status> <index>   (a heartbeat failed)
+ *   CE <us> rdma_connect <-errno> <index>   (the call failed: siw's blocking TCP connect)
  * A connection whose setup ends in an error event (ADDR_ERROR, UNREACHABLE, REJECTED...) is
  * destroyed and counted as failed; an established one that ends (its DISCONNECTED) is destroyed
  * and counted as lost ("STORM-CLIENT lost index=I event=TYPE:STATUS"), and its index moves to
@@ -57,7 +58,7 @@ static struct sockaddr_in dst;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static uint64_t seed;
-static unsigned base, count, window, heartbeat_ms, inflight, established, failed, lost;
+static unsigned base, count, window, heartbeat_ms, inflight, established, failed, lost, recvs;
 static struct cconn *conns;
 static volatile sig_atomic_t retry_on;
 static bool settled_said, all_said;
@@ -96,24 +97,29 @@ static void start_one(struct cconn *c)
         storm_die("rdma_resolve_addr: %s", strerror(errno));
 }
 
-static void connect_one(struct cconn *c)
+/* Returns 0, or in fault runs rdma_connect's errno (a storm run dies of it). */
+static int connect_one(struct cconn *c)
 {
     struct rdma_cm_id *id = c->id;
     if (!pd) {
+        recvs = storm_recvs(id->verbs);
         pd = ibv_alloc_pd(id->verbs);
-        cq = pd ? ibv_create_cq(id->verbs, heartbeat_ms ? storm_cq_size(count) : 64, NULL, NULL, 0)
+        cq = pd ? ibv_create_cq(id->verbs, heartbeat_ms ? storm_cq_size(count, recvs) : 64, NULL,
+                                NULL, 0)
                 : NULL;
         if (!cq)
             storm_die("ibv_alloc_pd/ibv_create_cq: %s", strerror(errno));
     }
     struct ibv_qp_init_attr attr;
-    storm_qp_attr(&attr, cq);
+    storm_qp_attr(&attr, cq, recvs);
     if (rdma_create_qp(id, pd, &attr))
         storm_die("rdma_create_qp: %s", strerror(errno));
     c->qpn = id->qp->qp_num;
-    for (int i = 0; heartbeat_ms && i < STORM_RECVS; i++)
-        if (storm_post_recv(id->qp, (uint64_t)(c - conns) << 1))
-            storm_die("ibv_post_recv: %s", strerror(errno));
+    for (unsigned i = 0; heartbeat_ms && i < recvs; i++) {
+        int rc = storm_post_recv(id->qp, (uint64_t)(c - conns) << 1);
+        if (rc)
+            storm_die("ibv_post_recv: %s", strerror(rc));
+    }
     char token[STORM_TOKEN_MAX];
     storm_token(token, seed, c->wave, index_of(id));
     struct rdma_conn_param param = {
@@ -126,8 +132,14 @@ static void connect_one(struct cconn *c)
         .retry_count = 6,
         .rnr_retry_count = 7,
     };
-    if (rdma_connect(id, &param))
+    if (rdma_connect(id, &param)) {
+        /* siw (kernel 6.1) connects its TCP socket inside rdma_connect, blocking: across a cut
+         * link the call itself fails (EHOSTUNREACH, ETIMEDOUT), with no event to follow. */
+        if (heartbeat_ms)
+            return errno ? errno : EIO;
         storm_die("rdma_connect: %s", strerror(errno));
+    }
+    return 0;
 }
 
 /* Destroys a connection's QP and id (every event of the id acked before). */
@@ -303,9 +315,17 @@ int main(int argc, char **argv)
             if (rdma_resolve_route(id, RESOLVE_MS))
                 storm_die("rdma_resolve_route: %s", strerror(errno));
             break;
-        case RDMA_CM_EVENT_ROUTE_RESOLVED:
-            connect_one(c);
-            break;
+        case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+            int err = connect_one(c);
+            if (!err)
+                break;
+            /* A fault run's failed connect: logged, acked, then destroyed and retried later. */
+            printf("CE %llu rdma_connect %d %u\n", (unsigned long long)storm_real_us(), -err, index);
+            if (rdma_ack_cm_event(ev))
+                storm_die("rdma_ack_cm_event: %s", strerror(errno));
+            ended(c, RDMA_CM_EVENT_CONNECT_ERROR, -err);
+            continue;
+        }
         case RDMA_CM_EVENT_ESTABLISHED: {
             /* Read the server's reply before the ack frees it. */
             char want[STORM_REPLY_LEN];

@@ -85,34 +85,65 @@ unsigned long long storm_number(const char *s, const char *what)
 
 /* ---- the server core -------------------------------------------------------------------- */
 
-/* ---- heartbeats (fault runs): a zero-length SEND each way, two receives kept posted ------- */
+/* ---- heartbeats (fault runs): a zero-length SEND each way, receives kept posted ----------- */
+
+/* Every receive's one SGE: a small buffer registered once on the process's one PD. The
+ * heartbeats carry no bytes, so every receive may name the same buffer. An SGE, not none:
+ * libsiw refuses a receive without one (push_recv_wqe: EINVAL); rxe takes both. */
+static char recv_buf[64];
+static struct ibv_mr *recv_mr;
+
+/* A provider's error as a positive errno: libsiw returns it negated, rxe positive. */
+static int post_error(int rc)
+{
+    return rc < 0 ? -rc : rc;
+}
 
 int storm_post_recv(struct ibv_qp *qp, uint64_t wr_id)
 {
-    struct ibv_recv_wr wr = {.wr_id = wr_id, .num_sge = 0}, *bad = NULL;
-    return ibv_post_recv(qp, &wr, &bad);
+    if (!recv_mr) {
+        recv_mr = ibv_reg_mr(qp->pd, recv_buf, sizeof recv_buf, IBV_ACCESS_LOCAL_WRITE);
+        if (!recv_mr)
+            return errno ? errno : ENOMEM;
+    }
+    struct ibv_sge sge = {.addr = (uintptr_t)recv_buf, .length = sizeof recv_buf,
+                          .lkey = recv_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
+    return post_error(ibv_post_recv(qp, &wr, &bad));
+}
+
+void storm_recv_release(void)
+{
+    if (recv_mr && ibv_dereg_mr(recv_mr))
+        storm_die("ibv_dereg_mr: %s", strerror(errno));
+    recv_mr = NULL;
 }
 
 int storm_post_beat(struct ibv_qp *qp, uint64_t wr_id)
 {
     struct ibv_send_wr wr = {.wr_id = wr_id, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
                        *bad = NULL;
-    return ibv_post_send(qp, &wr, &bad);
+    return post_error(ibv_post_send(qp, &wr, &bad));
 }
 
-void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq)
+unsigned storm_recvs(struct ibv_context *verbs)
+{
+    return verbs->device->transport_type == IBV_TRANSPORT_IWARP ? STORM_RECVS_IWARP : STORM_RECVS;
+}
+
+void storm_qp_attr(struct ibv_qp_init_attr *attr, struct ibv_cq *cq, unsigned recvs)
 {
     *attr = (struct ibv_qp_init_attr){
         .send_cq = cq,
         .recv_cq = cq,
-        .cap = {.max_send_wr = 2, .max_recv_wr = STORM_RECVS, .max_send_sge = 1, .max_recv_sge = 1},
+        .cap = {.max_send_wr = 2, .max_recv_wr = recvs, .max_send_sge = 1, .max_recv_sge = 1},
         .qp_type = IBV_QPT_RC,
     };
 }
 
-int storm_cq_size(unsigned conns)
+int storm_cq_size(unsigned conns, unsigned recvs)
 {
-    unsigned n = 2 * conns * (STORM_RECVS + 1) + 64;
+    unsigned n = 2 * conns * (recvs + 1) + 64;
     return n > 32767 ? 32767 : (int)n;
 }
 
@@ -128,6 +159,7 @@ struct conn {
     unsigned index;
     uint32_t qpn;
     bool send_out;
+    bool heard; /* a heartbeat of the client's has arrived */
 };
 
 /* One slot per id. A storm wave has one id per connection index; a fault run may have more (a
@@ -141,7 +173,8 @@ static struct rdma_cm_id *listener;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static uint64_t seed;
-static unsigned nconns, nwaves, wave_timeout_s, heartbeat_ms;
+static unsigned nconns, nwaves, wave_timeout_s, heartbeat_ms, recvs;
+static bool iwarp;
 static uint64_t next_beat_us;
 static FILE *event_log;
 
@@ -258,7 +291,10 @@ struct rdma_event_channel *storm_server_init(const char *name, int argc, char **
     pd = ibv_alloc_pd(listener->verbs);
     if (!pd)
         storm_die("ibv_alloc_pd: %s", strerror(errno));
-    cq = ibv_create_cq(listener->verbs, heartbeat_ms ? storm_cq_size(nconns) : 64, NULL, NULL, 0);
+    recvs = storm_recvs(listener->verbs);
+    iwarp = listener->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+    cq = ibv_create_cq(listener->verbs, heartbeat_ms ? storm_cq_size(nconns, recvs) : 64, NULL, NULL,
+                       0);
     if (!cq)
         storm_die("ibv_create_cq: %s", strerror(errno));
     printf("STORM listening server=%s addr=%s port=%s conns=%u waves=%u heartbeat_ms=%u\n", name,
@@ -370,19 +406,22 @@ static void on_request(struct rdma_cm_id *id, const void *pdata, size_t len)
     c->index = (unsigned)index;
     c->state = ACCEPTED;
     c->send_out = false;
+    c->heard = false;
     id->context = c;
     live++;
 
     struct ibv_qp_init_attr attr;
-    storm_qp_attr(&attr, cq);
+    storm_qp_attr(&attr, cq, recvs);
     if (rdma_create_qp(id, pd, &attr))
         storm_die("wave %u: rdma_create_qp (connection %u of %u): %s", wave, requested, nconns,
                   strerror(errno));
     c->qpn = id->qp->qp_num;
     uint64_t slot = (uint64_t)(c - conns);
-    for (int i = 0; heartbeat_ms && i < STORM_RECVS; i++)
-        if (storm_post_recv(id->qp, slot << 1))
-            storm_die("wave %u: ibv_post_recv: %s", wave, strerror(errno));
+    for (unsigned i = 0; heartbeat_ms && i < recvs; i++) {
+        int rc = storm_post_recv(id->qp, slot << 1);
+        if (rc)
+            storm_die("wave %u: ibv_post_recv: %s", wave, strerror(rc));
+    }
     char reply[STORM_REPLY_LEN];
     storm_reply(reply, (unsigned)index);
     struct rdma_conn_param param = {
@@ -461,8 +500,11 @@ void storm_tick(void)
             if (wc[i].status == IBV_WC_SUCCESS) {
                 if (is_send)
                     c->send_out = false;
-                else if (storm_post_recv(c->id->qp, wc[i].wr_id) && c->state == ESTABLISHED)
-                    beat_failed(c, IBV_WC_GENERAL_ERR);
+                else {
+                    c->heard = true;
+                    if (storm_post_recv(c->id->qp, wc[i].wr_id) && c->state == ESTABLISHED)
+                        beat_failed(c, IBV_WC_GENERAL_ERR);
+                }
             } else {
                 if (is_send)
                     c->send_out = false;
@@ -479,7 +521,12 @@ void storm_tick(void)
     next_beat_us = now + heartbeat_ms * 1000ull;
     for (unsigned s = 0; s < SLOTS; s++) {
         struct conn *c = &conns[s];
-        if (c->id && c->state == ESTABLISHED && !c->send_out) {
+        /* iWARP: the server, MPA's responder, sends its first heartbeat only once the client's
+         * first one arrived. siw accepts, and reports ESTABLISHED, as soon as it has sent the
+         * MPA reply; a heartbeat right behind the reply reached the client before it was in RDMA
+         * mode, and the client's siw failed the connection (CONNECT_ERROR, -EINVAL), even on a
+         * clean link. The client sends only after its ESTABLISHED, in RDMA mode. */
+        if (c->id && c->state == ESTABLISHED && !c->send_out && (c->heard || !iwarp)) {
             if (storm_post_beat(c->id->qp, ((uint64_t)s << 1) | 1))
                 beat_failed(c, IBV_WC_GENERAL_ERR);
             else
@@ -610,6 +657,7 @@ int storm_server_finish(void)
     }
     if (rdma_destroy_id(listener))
         storm_die("rdma_destroy_id(listener): %s", strerror(errno));
+    storm_recv_release();
     if (ibv_destroy_cq(cq))
         storm_die("ibv_destroy_cq: %s", strerror(errno));
     if (ibv_dealloc_pd(pd))
