@@ -12,9 +12,9 @@
 
 use cmsafe_core::PtrMap;
 
-use crate::counts::{Destroyed, Tally};
-use crate::findings::{Finding, Kind};
-use crate::getters::Getters;
+use crate::audit::findings::{Finding, Kind};
+use crate::verbs::counted::{Destroyed, Tally};
+use crate::verbs::getters::Getters;
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// One CQ's counts.
@@ -305,7 +305,7 @@ pub fn at_exit() -> Option<String> {
                 c.getters()
             ),
         );
-        crate::track::with_state(|s| s.add_finding(f));
+        crate::cm::track::with_state(|s| s.add_finding(f));
     }
     Some(line)
 }
@@ -489,7 +489,7 @@ mod tests {
             q.ack(cq, || CH, 1, false);
             q.destroyed(cq, 0);
         }
-        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
+        assert_eq!(q.sizes(), (0, crate::verbs::counted::DESTROYED_CAP));
         assert_eq!((q.tally.got, q.tally.acked), (10_000, 10_000));
     }
 }

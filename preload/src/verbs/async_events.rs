@@ -11,9 +11,9 @@
 
 use cmsafe_core::PtrMap;
 
-use crate::counts::{Destroyed, Tally};
-use crate::findings::{Finding, Kind};
-use crate::getters::Getters;
+use crate::audit::findings::{Finding, Kind};
+use crate::verbs::counted::{Destroyed, Tally};
+use crate::verbs::getters::Getters;
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// The objects whose destroy waits for their async events to be acked.
@@ -293,7 +293,7 @@ pub fn at_exit() -> Option<String> {
                 o.threads.describe()
             ),
         );
-        crate::track::with_state(|s| s.add_finding(f));
+        crate::cm::track::with_state(|s| s.add_finding(f));
     }
     Some(line)
 }
@@ -443,7 +443,7 @@ mod tests {
             q.destroyed(Object::Qp, qp, 0);
             q.got(PORT_ERR, 1, 7, 0);
         }
-        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
+        assert_eq!(q.sizes(), (0, crate::verbs::counted::DESTROYED_CAP));
         assert_eq!((q.tally.got, q.tally.acked), (20_000, 10_000));
     }
 }
