@@ -250,16 +250,19 @@ pub unsafe extern "C-unwind" fn destroy_srq(srq: *mut c_void, ret: usize) -> i32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verbs::counted::Count;
     use crate::verbs::getters::Getters;
 
     // CMSAFE_MODE is not set under cargo test: audit's sentences.
     #[test]
     fn destroy_sentences_name_object_type_and_threads() {
         let o = Obj {
-            got: 1,
             last_type: 5,
-            threads: Getters::of(&[7]),
-            ..Obj::default()
+            count: Count {
+                got: 1,
+                threads: Getters::of(&[7]),
+                ..Count::default()
+            },
         };
         let (kind, msg) = destroy_message(Object::Qp, 0xa000, &o);
         assert_eq!(kind, Kind::AsyncDestroyWithUnacked);
@@ -268,8 +271,11 @@ mod tests {
             "ibv_destroy_qp will wait forever for these 1 unacked async events of qp 0xa000 (got 1, acked 0, the last SQ_DRAINED; got by thread 7, the last at an unknown place)"
         );
         let over = Obj {
-            got: 1,
-            acked: 2,
+            count: Count {
+                got: 1,
+                acked: 2,
+                ..o.count.clone()
+            },
             ..o
         };
         let (kind, msg) = destroy_message(Object::Srq, 0xb000, &over);
@@ -306,8 +312,11 @@ mod tests {
     #[test]
     fn ack_sentences() {
         let before = Obj {
-            got: 1,
-            acked: 1,
+            count: Count {
+                got: 1,
+                acked: 1,
+                ..Count::default()
+            },
             ..Obj::default()
         };
         let (kind, msg) = ack_message(5, Object::Qp, 0xa000, &AckIssue::DoubleAck(before));

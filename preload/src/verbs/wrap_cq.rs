@@ -231,12 +231,16 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verbs::counted::Count;
     use crate::verbs::getters::Getters;
 
     fn cq(got: u64, acked: u64, threads: &[i32]) -> Cq {
         let mut c = Cq {
-            got,
-            acked,
+            count: Count {
+                got,
+                acked,
+                ..Count::default()
+            },
             ..Cq::default()
         };
         c.threads = Getters::of(threads);
