@@ -1,7 +1,7 @@
 /* seal_cost: what one of audit mode's seals costs on this machine. At the program's ack, audit
  * mode makes the page holding the event's copy inaccessible (one mprotect(PROT_NONE) of one
- * page, preload/src/guard.rs), so a later read faults; that call is audit's one system call per
- * event (bench/results/syscalls.md). Its time is the kernel's page-table change and TLB flush,
+ * page, preload/src/audit/pages.rs), so a later read faults; that call is audit's one system
+ * call per event (bench/results/syscalls.md). Its time is the kernel's page-table change and TLB flush,
  * and, when another thread of the process is running on another CPU, the flush there too
  * (an inter-processor interrupt): the part that an emulated or virtual CPU makes expensive.
  *

@@ -1,13 +1,16 @@
 //! The exported names. On x86_64 and aarch64 each is a trampoline of two or three instructions
 //! that passes the caller's return address (at [rsp] on x86_64 entry, in the link register x30
-//! on aarch64) as one more argument and jumps to the implementation in lib.rs: who called is
-//! then known for nothing, where walking the stack with backtrace(3) on every event cost more
-//! than the rest of the preload's work together. Elsewhere the implementation walks the stack
+//! on aarch64) as one more argument and jumps to the implementation, a wrapper in cm/ or verbs/
+//! (their wrap_*.rs): who called is then known for nothing, where walking the stack with
+//! backtrace(3) on every event cost more than the rest of the preload's work together. Elsewhere the implementation walks the stack
 //! itself (return address 0).
 
 use std::ffi::{c_int, c_uint, c_void};
 
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
+
+use crate::cm::{wrap_events, wrap_ids};
+use crate::verbs::{wrap_async, wrap_cq};
 
 /// `name(args)` calls `imp(args, return address)`; `reg` and `xreg` are the argument register
 /// after the last one of `args` (System V x86_64: rdi, rsi, rdx, rcx, r8, r9; AAPCS64: x0 to x7,
@@ -61,28 +64,28 @@ macro_rules! entry {
 entry!(
     /// rdma_get_cm_event(3), interposed.
     rdma_get_cm_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> i32,
-    crate::get_cm_event, "rdx", "x2"
+    wrap_events::get_cm_event, "rdx", "x2"
 );
 entry!(
     /// rdma_ack_cm_event(3), interposed.
-    rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32, crate::ack_cm_event, "rsi", "x1"
+    rdma_ack_cm_event(event: *mut rdma_cm_event) -> i32, wrap_events::ack_cm_event, "rsi", "x1"
 );
 entry!(
     /// rdma_destroy_id(3), interposed.
-    rdma_destroy_id(id: *mut rdma_cm_id) -> i32, crate::destroy_id, "rsi", "x1"
+    rdma_destroy_id(id: *mut rdma_cm_id) -> i32, wrap_events::destroy_id, "rsi", "x1"
 );
 entry!(
     /// rdma_migrate_id(3), interposed.
     rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> i32,
-    crate::migrate_id, "rdx", "x2"
+    wrap_events::migrate_id, "rdx", "x2"
 );
 entry!(
     /// rdma_destroy_event_channel(3), interposed.
-    rdma_destroy_event_channel(channel: *mut rdma_event_channel), crate::destroy_event_channel, "rsi", "x1"
+    rdma_destroy_event_channel(channel: *mut rdma_event_channel), wrap_events::destroy_event_channel, "rsi", "x1"
 );
 entry!(
     /// rdma_destroy_qp(3), interposed.
-    rdma_destroy_qp(id: *mut rdma_cm_id), crate::destroy_qp, "rsi", "x1"
+    rdma_destroy_qp(id: *mut rdma_cm_id), wrap_events::destroy_qp, "rsi", "x1"
 );
 entry!(
     /// rdma_create_id(3), interposed.
@@ -92,7 +95,7 @@ entry!(
         context: *mut libc::c_void,
         ps: u32
     ) -> i32,
-    crate::ids::create_id, "r8", "x4"
+    wrap_ids::create_id, "r8", "x4"
 );
 entry!(
     /// rdma_create_ep(3), interposed.
@@ -102,40 +105,40 @@ entry!(
         pd: *mut libc::c_void,
         qp_init_attr: *mut libc::c_void
     ) -> i32,
-    crate::ids::create_ep, "r8", "x4"
+    wrap_ids::create_ep, "r8", "x4"
 );
 entry!(
     /// rdma_create_event_channel(3), interposed.
-    rdma_create_event_channel() -> *mut rdma_event_channel, crate::ids::create_channel, "rdi", "x0"
+    rdma_create_event_channel() -> *mut rdma_event_channel, wrap_ids::create_channel, "rdi", "x0"
 );
 entry!(
     /// rdma_get_request(3), interposed.
     rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> i32,
-    crate::ids::get_request, "rdx", "x2"
+    wrap_ids::get_request, "rdx", "x2"
 );
 entry!(
     /// rdma_accept(3), interposed.
     rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
-    crate::ids::accept, "rdx", "x2"
+    wrap_ids::accept, "rdx", "x2"
 );
 entry!(
     /// rdma_connect(3), interposed.
     rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> i32,
-    crate::ids::connect, "rdx", "x2"
+    wrap_ids::connect, "rdx", "x2"
 );
 entry!(
     /// rdma_reject(3), interposed.
     rdma_reject(id: *mut rdma_cm_id, private_data: *const libc::c_void, len: u8) -> i32,
-    crate::ids::reject, "rcx", "x3"
+    wrap_ids::reject, "rcx", "x3"
 );
 entry!(
     /// rdma_disconnect(3), interposed.
-    rdma_disconnect(id: *mut rdma_cm_id) -> i32, crate::ids::disconnect, "rsi", "x1"
+    rdma_disconnect(id: *mut rdma_cm_id) -> i32, wrap_ids::disconnect, "rsi", "x1"
 );
 entry!(
     /// rdma_bind_addr(3), interposed.
     rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> i32,
-    crate::ids::bind_addr, "rdx", "x2"
+    wrap_ids::bind_addr, "rdx", "x2"
 );
 entry!(
     /// rdma_resolve_addr(3), interposed.
@@ -145,21 +148,21 @@ entry!(
         dst_addr: *mut libc::sockaddr,
         timeout_ms: c_int
     ) -> i32,
-    crate::ids::resolve_addr, "r8", "x4"
+    wrap_ids::resolve_addr, "r8", "x4"
 );
 entry!(
     /// rdma_resolve_route(3), interposed.
     rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> i32,
-    crate::ids::resolve_route, "rdx", "x2"
+    wrap_ids::resolve_route, "rdx", "x2"
 );
 entry!(
     /// rdma_listen(3), interposed.
-    rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> i32, crate::ids::listen, "rdx", "x2"
+    rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> i32, wrap_ids::listen, "rdx", "x2"
 );
 entry!(
     /// rdma_create_qp(3), interposed.
     rdma_create_qp(id: *mut rdma_cm_id, pd: *mut c_void, qp_init_attr: *mut c_void) -> i32,
-    crate::ids::create_qp, "rcx", "x3"
+    wrap_ids::create_qp, "rcx", "x3"
 );
 entry!(
     /// rdma_set_option(3), interposed.
@@ -170,37 +173,37 @@ entry!(
         optval: *mut c_void,
         optlen: libc::size_t
     ) -> i32,
-    crate::ids::set_option, "r9", "x5"
+    wrap_ids::set_option, "r9", "x5"
 );
 entry!(
     /// ibv_get_cq_event(3), interposed.
     ibv_get_cq_event(channel: *mut c_void, cq: *mut *mut c_void, cq_context: *mut *mut c_void) -> i32,
-    crate::verbs::get_cq_event, "rcx", "x3"
+    wrap_cq::get_cq_event, "rcx", "x3"
 );
 entry!(
     /// ibv_ack_cq_events(3), interposed.
-    ibv_ack_cq_events(cq: *mut c_void, nevents: c_uint), crate::verbs::ack_cq_events, "rdx", "x2"
+    ibv_ack_cq_events(cq: *mut c_void, nevents: c_uint), wrap_cq::ack_cq_events, "rdx", "x2"
 );
 entry!(
     /// ibv_destroy_cq(3), interposed.
-    ibv_destroy_cq(cq: *mut c_void) -> i32, crate::verbs::destroy_cq, "rsi", "x1"
+    ibv_destroy_cq(cq: *mut c_void) -> i32, wrap_cq::destroy_cq, "rsi", "x1"
 );
 entry!(
     /// ibv_get_async_event(3), interposed.
     ibv_get_async_event(context: *mut c_void, event: *mut c_void) -> i32,
-    crate::async_verbs::get_async_event, "rdx", "x2"
+    wrap_async::get_async_event, "rdx", "x2"
 );
 entry!(
     /// ibv_ack_async_event(3), interposed.
-    ibv_ack_async_event(event: *mut c_void), crate::async_verbs::ack_async_event, "rsi", "x1"
+    ibv_ack_async_event(event: *mut c_void), wrap_async::ack_async_event, "rsi", "x1"
 );
 entry!(
     /// ibv_destroy_qp(3), interposed.
-    ibv_destroy_qp(qp: *mut c_void) -> i32, crate::async_verbs::destroy_qp, "rsi", "x1"
+    ibv_destroy_qp(qp: *mut c_void) -> i32, wrap_async::destroy_qp, "rsi", "x1"
 );
 entry!(
     /// ibv_destroy_srq(3), interposed.
-    ibv_destroy_srq(srq: *mut c_void) -> i32, crate::async_verbs::destroy_srq, "rsi", "x1"
+    ibv_destroy_srq(srq: *mut c_void) -> i32, wrap_async::destroy_srq, "rsi", "x1"
 );
 
 #[cfg(test)]

@@ -2,19 +2,19 @@
 
 use std::sync::Once;
 
-use crate::async_events::ASYNCS;
-use crate::cq::CQS;
-use crate::guard::RING_PAGES;
-use crate::track::STATE;
-use crate::watch::WATCH;
+use crate::audit::pages::RING_PAGES;
+use crate::cm::track::STATE;
+use crate::cm::watch::WATCH;
+use crate::verbs::async_events::ASYNCS;
+use crate::verbs::cq::CQS;
 
 static REGISTER: Once = Once::new();
 
 /// Registers the exit and fork handlers and cancel.rs's panic hook, once, the first time the
 /// program touches librdmacm or a completion event (`quietly` calls this first).
-pub fn register() {
+fn register() {
     REGISTER.call_once(|| {
-        crate::cancel::install_panic_hook();
+        crate::sys::cancel::install_panic_hook();
         // SAFETY: registering plain extern "C" functions with no arguments.
         unsafe {
             libc::atexit(at_exit);
@@ -27,21 +27,31 @@ pub fn register() {
     });
 }
 
+/// A wrapper's own work: the exit and fork handlers registered first, then run with errno kept
+/// and no panic escaping (`sys::quiet::run`).
+pub fn quietly(f: impl FnOnce()) {
+    register();
+    crate::sys::quiet::run(f);
+}
+
 extern "C" fn at_exit() {
-    crate::quietly(|| {
+    crate::sys::quiet::run(|| {
         // The CQ and async counts first: their never-acked findings go into the tracker's
         // summary.
-        let lines: Vec<String> = [crate::cq::at_exit(), crate::async_events::at_exit()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let lines: Vec<String> = [
+            crate::verbs::cq::at_exit(),
+            crate::verbs::async_events::at_exit(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let lines = (!lines.is_empty()).then(|| lines.concat());
         let summary = {
             let mut guard = STATE.lock();
             guard.as_mut().and_then(|s| s.finish(lines))
         };
         if let Some(s) = summary {
-            crate::cancel::write_stderr(format_args!("{s}"));
+            crate::sys::cancel::write_stderr(format_args!("{s}"));
         }
     });
 }
@@ -74,11 +84,11 @@ extern "C" fn after_fork_child() {
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
     WATCH.unlock_after_fork();
-    crate::whereis::forget_thread_id();
-    crate::watch::after_fork_in_child();
-    crate::readers::after_fork_in_child();
-    crate::cq::after_fork_in_child();
-    crate::async_events::after_fork_in_child();
+    crate::sys::whereis::forget_thread_id();
+    crate::cm::watch::after_fork_in_child();
+    crate::cm::readers::after_fork_in_child();
+    crate::verbs::cq::after_fork_in_child();
+    crate::verbs::async_events::after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();
     }

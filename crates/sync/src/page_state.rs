@@ -401,7 +401,7 @@ mod loom_models {
             true
         }
 
-        /// guard.rs's on_segv, for a fault on this page.
+        /// The preload's SIGSEGV handler (its audit/pages.rs), for a fault on this page.
         fn on_segv(&self) -> Option<Occupant> {
             match self.state.fault() {
                 Fault::Reopened(o) | Fault::Recycled(o) => {

@@ -295,7 +295,7 @@ pub fn cached(cell: &AtomicUsize, lib: &Library, name: &CStr) -> usize {
 #[cold]
 #[inline(never)]
 fn look_up(cell: &AtomicUsize, lib: &Library, name: &CStr) -> usize {
-    let addr = crate::cancel::uncancellable(|| find(lib, name));
+    let addr = crate::sys::cancel::uncancellable(|| find(lib, name));
     if addr != 0 {
         cell.store(addr, Ordering::Release);
     }

@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
-use crate::config::CONFIG;
-use crate::track::{now_ns, with_state, Op, Wait};
-use crate::whereis::{self, Caller};
+use crate::cm::track::{now_ns, with_state, Op, Wait};
+use crate::sys::config::CONFIG;
+use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// A watched call in progress.
@@ -138,12 +138,12 @@ struct Stuck {
 /// ended, or whose channel got an id, leave; new ones come with `now`), and those blocked
 /// `hang_ns` named. True while one is followed and not yet named: the watcher stays awake.
 fn follow_reads(stuck: &mut Vec<Stuck>, now: u64, hang_ns: u64) -> bool {
-    let reads = crate::readers::all();
+    let reads = crate::cm::readers::all();
     if reads.is_empty() && stuck.is_empty() {
         return false;
     }
     let mut emptied = Vec::new();
-    crate::quietly(|| {
+    crate::sys::quiet::run(|| {
         emptied = with_state(|s| {
             reads
                 .iter()
@@ -177,7 +177,7 @@ fn follow_reads(stuck: &mut Vec<Stuck>, now: u64, hang_ns: u64) -> bool {
             s.reported = true;
             let waited_ms = now.saturating_sub(s.since_ns) / 1_000_000;
             let (channel, thread, at) = (s.channel, s.thread, s.at);
-            crate::quietly(|| {
+            crate::sys::quiet::run(|| {
                 with_state(|st| st.report_read_without_ids(channel, thread, at, waited_ms))
             });
         }
@@ -190,7 +190,7 @@ fn watcher() {
     let tick = Duration::from_nanos((hang_ns / 2).clamp(10_000_000, 2_500_000_000));
     let mut stuck = Vec::new();
     loop {
-        crate::cancel::sleep(tick);
+        crate::sys::cancel::sleep(tick);
         let now = now_ns();
         let following = follow_reads(&mut stuck, now, hang_ns);
         let (due, idle) = {
@@ -208,7 +208,7 @@ fn watcher() {
         };
         for wait in due {
             let waited_ms = now.saturating_sub(wait.start_ns) / 1_000_000;
-            crate::quietly(|| {
+            crate::sys::quiet::run(|| {
                 with_state(|s| {
                     if !s.holds_events_of(wait.id) {
                         s.report_lost_event(&wait, waited_ms);

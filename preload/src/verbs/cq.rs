@@ -10,11 +10,8 @@
 //! ibv_destroy_cq returns; destroyed CQs are remembered in a short ring only, to name acks that
 //! come after the destroy.
 
-use cmsafe_core::PtrMap;
-
-use crate::counts::{Destroyed, Tally};
-use crate::findings::{Finding, Kind};
-use crate::getters::Getters;
+use crate::audit::findings::{Finding, Kind};
+use crate::verbs::counted::{derefs_to_count, Count, Counted};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// One CQ's counts.
@@ -22,32 +19,13 @@ use cmsafe_core::fork_lock::ForkSafeMutex;
 pub struct Cq {
     /// Its completion channel (where its events are read).
     pub channel: usize,
-    /// Events got through ibv_get_cq_event (libibverbs' reported count).
-    pub got: u64,
-    /// Acks passed on to libibverbs, the program's and cmsafe's (libibverbs' acked count).
-    pub acked: u64,
-    /// Acks safe mode made on the program's behalf at a destroy, not yet matched by the
-    /// program's own (those are absorbed).
-    pub prepaid: u64,
-    /// The threads that got its events.
-    pub threads: Getters,
-    /// Where the last event was got (a return address in the program).
-    pub last_get: usize,
-    /// A finding already named this CQ's unacked events (no never-acked line at exit then).
-    pub reported: bool,
+    /// Got through ibv_get_cq_event, acked through ibv_ack_cq_events.
+    pub count: Count,
 }
 
+derefs_to_count!(Cq);
+
 impl Cq {
-    /// Events got and not acked (0 when over-acked).
-    pub fn owed(&self) -> u64 {
-        self.got.saturating_sub(self.acked)
-    }
-
-    /// Acks beyond the events got.
-    pub fn over(&self) -> u64 {
-        self.acked.saturating_sub(self.got)
-    }
-
     /// "thread 12" / "threads 12, 13" / ..., for messages.
     pub fn getters(&self) -> String {
         self.threads.describe()
@@ -90,47 +68,25 @@ pub enum DestroyIssue {
     OverAcked(Cq),
 }
 
+#[derive(Default)]
 pub struct Cqs {
-    live: PtrMap<usize, Cq>,
-    destroyed: Destroyed<usize>,
-    pub tally: Tally,
-}
-
-impl Default for Cqs {
-    fn default() -> Self {
-        Self::new()
-    }
+    table: Counted<usize, Cq>,
 }
 
 impl Cqs {
     pub fn new() -> Self {
-        Cqs {
-            live: PtrMap::default(),
-            destroyed: Destroyed::default(),
-            tally: Tally::default(),
-        }
+        Cqs::default()
     }
 
-    fn entry(&mut self, cq: usize, channel: usize) -> &mut Cq {
-        if !self.live.contains_key(&cq) {
-            // A new CQ at the address of a destroyed one: acks now count against the new one.
-            self.destroyed.forget(cq);
-        }
-        self.live.entry(cq).or_insert_with(|| Cq {
-            channel,
-            ..Cq::default()
-        })
+    /// The totals, for the summary.
+    pub fn tally(&self) -> &crate::verbs::counted::Tally {
+        &self.table.tally
     }
 
     /// ibv_get_cq_event returned an event of `cq`, read from `channel`, in `thread`, called from
     /// `place`.
     pub fn got(&mut self, cq: usize, channel: usize, thread: i32, place: usize) {
-        self.tally.got += 1;
-        let c = self.entry(cq, channel);
-        c.channel = channel;
-        c.got += 1;
-        c.threads.add(thread);
-        c.last_get = place;
+        self.table.got(cq, thread, place).channel = channel;
     }
 
     /// The program acks `n` events of `cq`; `channel` tells its completion channel, asked only
@@ -144,72 +100,46 @@ impl Cqs {
         n: u64,
         absorb: bool,
     ) -> AckVerdict {
-        self.tally.acked += n;
-        if !self.live.contains_key(&cq) {
-            if let Some(prepaid) = self.destroyed.prepaid(cq) {
-                let (pass, absorbed) = if absorb { (0, n) } else { (n, 0) };
-                self.tally.absorbed += absorbed;
-                return AckVerdict {
-                    pass,
-                    absorbed,
-                    issue: Some(AckIssue::AfterDestroy { prepaid }),
-                };
-            }
-        }
-        let channel = match self.live.get(&cq) {
-            Some(c) => c.channel,
-            None => channel(),
-        };
-        let c = self.entry(cq, channel);
-        let paid = n.min(c.prepaid);
-        c.prepaid -= paid;
-        let rest = n - paid;
-        let owed = c.owed();
-        if rest <= owed {
-            c.acked += rest;
-            self.tally.absorbed += paid;
-            return AckVerdict {
-                pass: rest,
-                absorbed: paid,
-                issue: None,
-            };
-        }
-        let before = c.clone();
-        let pass = if absorb { owed } else { rest };
-        c.acked += pass;
-        let absorbed = n - pass;
-        self.tally.absorbed += absorbed;
-        let other = self
-            .live
-            .iter()
-            .filter(|(&o, oc)| o != cq && oc.channel == channel && oc.owed() > 0)
-            .min_by_key(|(&o, _)| o)
-            .map(|(&o, oc)| (o, oc.owed()));
-        let issue = match other {
-            Some((other, other_owed)) => AckIssue::WrongCq {
-                before,
-                n,
-                other,
-                other_owed,
-            },
-            None => AckIssue::OverAck { before, n },
+        let acked = self.table.ack(cq, n, absorb, |c| c.channel = channel());
+        let (pass, absorbed) = (acked.pass, acked.absorbed);
+        let issue = if let Some(prepaid) = acked.after_destroy {
+            Some(AckIssue::AfterDestroy { prepaid })
+        } else if let Some(before) = acked.over {
+            let channel = before.channel;
+            let other = self
+                .table
+                .iter()
+                .filter(|(&o, oc)| o != cq && oc.channel == channel && oc.owed() > 0)
+                .min_by_key(|(&o, _)| o)
+                .map(|(&o, oc)| (o, oc.owed()));
+            Some(match other {
+                Some((other, other_owed)) => AckIssue::WrongCq {
+                    before,
+                    n,
+                    other,
+                    other_owed,
+                },
+                None => AckIssue::OverAck { before, n },
+            })
+        } else {
+            None
         };
         AckVerdict {
             pass,
             absorbed,
-            issue: Some(issue),
+            issue,
         }
     }
 
     /// `cq`'s counts, if the program got or acked any of its events.
     #[cfg(test)]
     pub fn get(&self, cq: usize) -> Option<&Cq> {
-        self.live.get(&cq)
+        self.table.get(cq)
     }
 
     /// What ibv_destroy_cq(cq) would wait for, if anything.
     pub fn destroying(&self, cq: usize) -> Option<DestroyIssue> {
-        let c = self.live.get(&cq)?;
+        let c = self.table.get(cq)?;
         if c.owed() > 0 {
             Some(DestroyIssue::Unacked(c.clone()))
         } else if c.over() > 0 {
@@ -221,50 +151,30 @@ impl Cqs {
 
     /// A finding named `cq`'s unacked events.
     pub fn mark_reported(&mut self, cq: usize) {
-        if let Some(c) = self.live.get_mut(&cq) {
-            c.reported = true;
-        }
+        self.table.mark_reported(cq);
     }
 
     /// Safe mode, before ibv_destroy_cq(cq): the acks the program owes, counted as passed on now
     /// (the caller passes them on, after this lock is dropped). Returns how many.
     pub fn prepay(&mut self, cq: usize) -> u64 {
-        let Some(c) = self.live.get_mut(&cq) else {
-            return 0;
-        };
-        let owed = c.owed();
-        c.acked += owed;
-        c.prepaid += owed;
-        self.tally.cmsafe_acked += owed;
-        owed
+        self.table.prepay(cq).map_or(0, |(owed, _)| owed)
     }
 
     /// ibv_destroy_cq(cq) returned `rc`: on success the CQ is gone, and remembered a while.
     pub fn destroyed(&mut self, cq: usize, rc: i32) {
-        if rc != 0 {
-            return;
-        }
-        let prepaid = self.live.remove(&cq).map_or(0, |c| c.prepaid);
-        self.destroyed.remember(cq, prepaid);
+        self.table.destroyed(cq, rc);
     }
 
     /// At exit: the CQs whose events were got and never acked, no finding having named them,
     /// by address.
     pub fn never_acked(&self) -> Vec<(usize, Cq)> {
-        let mut v: Vec<(usize, Cq)> = self
-            .live
-            .iter()
-            .filter(|(_, c)| c.owed() > 0 && !c.reported)
-            .map(|(&a, c)| (a, c.clone()))
-            .collect();
-        v.sort_by_key(|(a, _)| *a);
-        v
+        self.table.never_acked(|&cq| cq)
     }
 
     /// How many CQs are tracked (live, and destroyed ones remembered).
     #[cfg(test)]
     pub fn sizes(&self) -> (usize, usize) {
-        (self.live.len(), self.destroyed.len())
+        self.table.sizes()
     }
 }
 
@@ -287,7 +197,7 @@ pub fn at_exit() -> Option<String> {
     let (left, line) = {
         let guard = CQS.lock();
         let q = guard.as_ref()?;
-        let line = q.tally.line("completion events")?;
+        let line = q.tally().line("completion events")?;
         (q.never_acked(), line)
     };
     for (cq, c) in left {
@@ -305,7 +215,7 @@ pub fn at_exit() -> Option<String> {
                 c.getters()
             ),
         );
-        crate::track::with_state(|s| s.add_finding(f));
+        crate::cm::track::with_state(|s| s.add_finding(f));
     }
     Some(line)
 }
@@ -343,7 +253,10 @@ mod tests {
         assert!(q.never_acked().is_empty());
         q.destroyed(A, 0);
         assert_eq!(q.sizes(), (0, 1));
-        assert_eq!((q.tally.got, q.tally.acked, q.tally.absorbed), (3, 3, 0));
+        assert_eq!(
+            (q.tally().got, q.tally().acked, q.tally().absorbed),
+            (3, 3, 0)
+        );
     }
 
     #[test]
@@ -368,7 +281,7 @@ mod tests {
         assert!(matches!(v.issue, Some(AckIssue::OverAck { n: 3, .. })));
         assert_eq!(safe.get(A).unwrap().acked, 1);
         assert_eq!(safe.destroying(A), None);
-        assert_eq!(safe.tally.absorbed, 2);
+        assert_eq!(safe.tally().absorbed, 2);
     }
 
     #[test]
@@ -427,7 +340,7 @@ mod tests {
         q.ack(A, || CH, 1, true);
         assert_eq!(q.prepay(A), 1);
         assert_eq!(q.get(A).unwrap().owed(), 0);
-        assert_eq!(q.tally.cmsafe_acked, 1);
+        assert_eq!(q.tally().cmsafe_acked, 1);
         // The destroy failed (a QP still uses the CQ): the program's own ack later is the one
         // safe mode made already: absorbed, no finding.
         q.destroyed(A, -1);
@@ -452,7 +365,7 @@ mod tests {
         // Audit passes it on, as the program would without cmsafe.
         let v = q.ack(A, || CH, 2, false);
         assert_eq!((v.pass, v.absorbed), (2, 0));
-        assert_eq!(q.tally.absorbed, 2);
+        assert_eq!(q.tally().absorbed, 2);
         // A new CQ at the same address starts afresh.
         q.got(A, CH, 9, 0);
         assert_eq!(
@@ -489,7 +402,7 @@ mod tests {
             q.ack(cq, || CH, 1, false);
             q.destroyed(cq, 0);
         }
-        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
-        assert_eq!((q.tally.got, q.tally.acked), (10_000, 10_000));
+        assert_eq!(q.sizes(), (0, crate::verbs::counted::DESTROYED_CAP));
+        assert_eq!((q.tally().got, q.tally().acked), (10_000, 10_000));
     }
 }

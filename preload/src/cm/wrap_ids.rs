@@ -8,10 +8,12 @@
 
 use cmsafe_core::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
-use crate::config::{Mode, CONFIG};
-use crate::objects::{self, GONE_CHANNELS, GONE_IDS};
-use crate::track::State;
-use crate::{missing, quietly, real, whereis, with_state};
+use crate::cm::objects::{self, GONE_CHANNELS, GONE_IDS};
+use crate::cm::track::{with_state, State};
+use crate::lifecycle::quietly;
+use crate::sys::config::{Mode, CONFIG};
+use crate::sys::quiet::missing;
+use crate::sys::{real, whereis};
 use cmsafe_core::errno;
 
 /// Before a call on an object the program may have destroyed (`gone` reports it): true when safe

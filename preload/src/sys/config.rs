@@ -50,7 +50,7 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         Some("off") => Mode::Off,
         Some("audit") | Some("") | None => Mode::Audit,
         Some(other) => {
-            crate::cancel::say_err!(
+            crate::sys::cancel::say_err!(
                 "==cmsafe== CMSAFE_MODE={other:?} is not audit, safe or off: using audit"
             );
             Mode::Audit
@@ -93,7 +93,7 @@ mod tests {
     /// Set in the child the test runs: how its stderr fails ("pipe": given a pipe whose reader
     /// is gone; "closed": it closes its fd 2 first; "open": it works).
     const CHILD: &str = "CMSAFE_CONFIG_TEST_CHILD";
-    const NAME: &str = "config::tests::a_bogus_mode_with_a_failing_stderr_means_audit";
+    const NAME: &str = "sys::config::tests::a_bogus_mode_with_a_failing_stderr_means_audit";
 
     /// The child's part: forces the config (a panic there fails the child's run of the test)
     /// and says the mode it chose on stdout.

@@ -1,8 +1,9 @@
 //! The threads that got an object's events (completion or async), for findings, and the grace a
 //! destroy gives those threads to ack before it is judged.
 
-use crate::config::CONFIG;
-use crate::{track, whereis};
+use crate::cm::track;
+use crate::sys::config::CONFIG;
+use crate::sys::whereis;
 
 /// Getter threads remembered per object (the first ones; more are counted only).
 pub const THREADS: usize = 4;
@@ -102,7 +103,7 @@ pub fn settled<T>(
     }
     let start = track::now_ns();
     while may_ack(&issue) && track::now_ns() - start < CONFIG.late_ack_ns {
-        crate::cancel::sleep(std::time::Duration::from_millis(1));
+        crate::sys::cancel::sleep(std::time::Duration::from_millis(1));
         issue = probe();
     }
     issue

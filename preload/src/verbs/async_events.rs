@@ -9,11 +9,8 @@
 //! taken. One entry per object the program got or acked async events of, removed when its destroy
 //! returns; destroyed objects are remembered in a short ring only, to name acks after the destroy.
 
-use cmsafe_core::PtrMap;
-
-use crate::counts::{Destroyed, Tally};
-use crate::findings::{Finding, Kind};
-use crate::getters::Getters;
+use crate::audit::findings::{Finding, Kind};
+use crate::verbs::counted::{derefs_to_count, Count, Counted, Tally};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// The objects whose destroy waits for their async events to be acked.
@@ -81,25 +78,14 @@ pub fn type_name(t: i32) -> &'static str {
 /// One object's async-event counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Obj {
-    /// Events got through ibv_get_async_event (the kernel's reported count).
-    pub got: u64,
-    /// Acks passed on to libibverbs, the program's and cmsafe's (libibverbs' completed count).
-    pub acked: u64,
-    /// Acks safe mode made for the program at a destroy, not yet matched by its own.
-    pub prepaid: u64,
-    pub threads: Getters,
-    /// The type of the last event got, and where it was got (a return address in the program).
+    /// The type of the last event got.
     pub last_type: i32,
-    pub last_get: usize,
-    /// A finding already named its unacked events (no never-acked line at exit then).
-    pub reported: bool,
+    /// Got through ibv_get_async_event (the kernel's reported count), acked through
+    /// ibv_ack_async_event (libibverbs' completed count).
+    pub count: Count,
 }
 
-impl Obj {
-    pub fn owed(&self) -> u64 {
-        self.got.saturating_sub(self.acked)
-    }
-}
+derefs_to_count!(Obj);
 
 /// What an ibv_ack_async_event of an object's event was found to be.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,86 +107,52 @@ type Key = (Object, usize);
 
 #[derive(Default)]
 pub struct Asyncs {
-    live: PtrMap<Key, Obj>,
-    destroyed: Destroyed<Key>,
-    pub tally: Tally,
+    table: Counted<Key, Obj>,
 }
 
 impl Asyncs {
-    fn entry(&mut self, key: Key) -> &mut Obj {
-        if !self.live.contains_key(&key) {
-            // A new object at the address of a destroyed one: acks now count against it.
-            self.destroyed.forget(key);
-        }
-        self.live.entry(key).or_default()
+    /// The totals, for the summary: every event, port and device events too.
+    pub fn tally(&self) -> &Tally {
+        &self.table.tally
     }
 
     /// ibv_get_async_event returned an event of type `t`, in `thread`, called from `place`.
     pub fn got(&mut self, t: i32, element: usize, thread: i32, place: usize) {
-        self.tally.got += 1;
         let Some(kind) = Object::of_event(t) else {
+            // Counted by nobody but the summary.
+            self.table.tally.got += 1;
             return;
         };
-        let o = self.entry((kind, element));
-        o.got += 1;
-        o.threads.add(thread);
-        o.last_type = t;
-        o.last_get = place;
+        self.table.got((kind, element), thread, place).last_type = t;
     }
 
     /// The program acks an event of type `t`. In safe mode (`absorb`) acks that libibverbs must
     /// not see are kept from it: one safe mode made already, one beyond the events got, one of a
     /// destroyed object.
     pub fn ack(&mut self, t: i32, element: usize, absorb: bool) -> AckVerdict {
-        self.tally.acked += 1;
         let Some(kind) = Object::of_event(t) else {
+            self.table.tally.acked += 1;
             return AckVerdict {
                 pass: true,
                 issue: None,
             };
         };
-        let key = (kind, element);
-        if !self.live.contains_key(&key) {
-            if let Some(prepaid) = self.destroyed.prepaid(key) {
-                self.tally.absorbed += u64::from(absorb);
-                return AckVerdict {
-                    pass: !absorb,
-                    issue: Some(AckIssue::AfterDestroy { prepaid }),
-                };
-            }
-        }
-        let o = self.entry(key);
-        if o.prepaid > 0 {
-            o.prepaid -= 1;
-            self.tally.absorbed += 1;
-            return AckVerdict {
-                pass: false,
-                issue: None,
-            };
-        }
-        if o.owed() > 0 {
-            o.acked += 1;
-            return AckVerdict {
-                pass: true,
-                issue: None,
-            };
-        }
-        let before = o.clone();
-        if absorb {
-            self.tally.absorbed += 1;
-        } else {
-            o.acked += 1;
-        }
+        let acked = self.table.ack((kind, element), 1, absorb, |_| {});
+        let issue = match (acked.after_destroy, acked.over) {
+            (Some(prepaid), _) => Some(AckIssue::AfterDestroy { prepaid }),
+            (None, Some(before)) => Some(AckIssue::DoubleAck(before)),
+            (None, None) => None,
+        };
         AckVerdict {
-            pass: !absorb,
-            issue: Some(AckIssue::DoubleAck(before)),
+            pass: acked.pass == 1,
+            issue,
         }
     }
 
     /// What destroying `kind` at `element` would wait for: its counts, when they differ.
     pub fn destroying(&self, kind: Object, element: usize) -> Option<Obj> {
-        self.live
-            .get(&(kind, element))
+        self.table
+            .get((kind, element))
             .filter(|o| o.got != o.acked)
             .cloned()
     }
@@ -208,49 +160,31 @@ impl Asyncs {
     /// Safe mode, before the destroy: the acks the program owes, counted as passed on now (the
     /// caller passes them on, after this lock is dropped). Returns how many, and of which type.
     pub fn prepay(&mut self, kind: Object, element: usize) -> (u64, i32) {
-        let Some(o) = self.live.get_mut(&(kind, element)) else {
+        let Some((owed, o)) = self.table.prepay((kind, element)) else {
             return (0, 0);
         };
-        let owed = o.owed();
-        o.acked += owed;
-        o.prepaid += owed;
         o.reported = true;
-        self.tally.cmsafe_acked += owed;
         (owed, o.last_type)
     }
 
     /// A finding named the object's unacked events.
     pub fn mark_reported(&mut self, kind: Object, element: usize) {
-        if let Some(o) = self.live.get_mut(&(kind, element)) {
-            o.reported = true;
-        }
+        self.table.mark_reported((kind, element));
     }
 
     /// The destroy returned `rc`: on success the object is gone, and remembered a while.
     pub fn destroyed(&mut self, kind: Object, element: usize, rc: i32) {
-        if rc != 0 {
-            return;
-        }
-        let key = (kind, element);
-        let prepaid = self.live.remove(&key).map_or(0, |o| o.prepaid);
-        self.destroyed.remember(key, prepaid);
+        self.table.destroyed((kind, element), rc);
     }
 
     /// At exit: the objects with events got and never acked, no finding having named them.
     pub fn never_acked(&self) -> Vec<(Key, Obj)> {
-        let mut v: Vec<(Key, Obj)> = self
-            .live
-            .iter()
-            .filter(|(_, o)| o.owed() > 0 && !o.reported)
-            .map(|(&k, o)| (k, o.clone()))
-            .collect();
-        v.sort_by_key(|((_, a), _)| *a);
-        v
+        self.table.never_acked(|&(_, a)| a)
     }
 
     #[cfg(test)]
     pub fn sizes(&self) -> (usize, usize) {
-        (self.live.len(), self.destroyed.len())
+        self.table.sizes()
     }
 }
 
@@ -273,7 +207,7 @@ pub fn at_exit() -> Option<String> {
     let (left, line) = {
         let guard = ASYNCS.lock();
         let q = guard.as_ref()?;
-        let line = q.tally.line("async events")?;
+        let line = q.tally().line("async events")?;
         (q.never_acked(), line)
     };
     for ((kind, element), o) in left {
@@ -293,7 +227,7 @@ pub fn at_exit() -> Option<String> {
                 o.threads.describe()
             ),
         );
-        crate::track::with_state(|s| s.add_finding(f));
+        crate::cm::track::with_state(|s| s.add_finding(f));
     }
     Some(line)
 }
@@ -335,7 +269,7 @@ mod tests {
         );
         assert_eq!(q.ack(PORT_ERR, 1, true).issue, None);
         assert_eq!(q.sizes(), (0, 0));
-        assert_eq!((q.tally.got, q.tally.acked), (1, 2));
+        assert_eq!((q.tally().got, q.tally().acked), (1, 2));
     }
 
     #[test]
@@ -376,7 +310,7 @@ mod tests {
         assert!(!v.pass);
         assert!(matches!(v.issue, Some(AckIssue::DoubleAck(_))));
         assert_eq!(safe.destroying(Object::Qp, QP), None);
-        assert_eq!(safe.tally.absorbed, 1);
+        assert_eq!(safe.tally().absorbed, 1);
     }
 
     #[test]
@@ -408,7 +342,7 @@ mod tests {
         );
         // Audit passes it on, as without cmsafe.
         assert!(q.ack(SRQ_LIMIT, QP, false).pass);
-        assert_eq!((q.tally.cmsafe_acked, q.tally.absorbed), (2, 2));
+        assert_eq!((q.tally().cmsafe_acked, q.tally().absorbed), (2, 2));
         // A new SRQ at the same address starts afresh.
         q.got(SRQ_LIMIT, QP, 9, 0);
         assert_eq!(
@@ -443,7 +377,7 @@ mod tests {
             q.destroyed(Object::Qp, qp, 0);
             q.got(PORT_ERR, 1, 7, 0);
         }
-        assert_eq!(q.sizes(), (0, crate::counts::DESTROYED_CAP));
-        assert_eq!((q.tally.got, q.tally.acked), (20_000, 10_000));
+        assert_eq!(q.sizes(), (0, crate::verbs::counted::DESTROYED_CAP));
+        assert_eq!((q.tally().got, q.tally().acked), (20_000, 10_000));
     }
 }

@@ -6,9 +6,9 @@ use std::ffi::CString;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use crate::findings::Finding;
-use crate::held::Held;
-use crate::record::Record;
+use crate::audit::findings::Finding;
+use crate::audit::held::Held;
+use crate::audit::record::Record;
 
 /// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
 pub struct ReportFile {
@@ -51,7 +51,7 @@ impl ReportFile {
             };
             if fd < 0 {
                 self.failed = true;
-                crate::cancel::say_err!(
+                crate::sys::cancel::say_err!(
                     "==cmsafe== cannot write the report {}: {}",
                     path.to_string_lossy(),
                     std::io::Error::last_os_error()
@@ -67,7 +67,7 @@ impl ReportFile {
 
     fn write_line(&mut self, line: &str) {
         // open(2) and write(2) are cancellation points.
-        crate::cancel::uncancellable(|| {
+        crate::sys::cancel::uncancellable(|| {
             if let Some(f) = self.file() {
                 // One write per line, so a report cut short by a crash or hang is whole lines.
                 let _ = f.write_all(format!("{line}\n").as_bytes());
@@ -137,7 +137,7 @@ fn json_string(s: &str) -> String {
 
 /// A finding, said on stderr at once.
 pub fn say(f: &Finding) {
-    crate::cancel::say_err!("==cmsafe== {}", f.line());
+    crate::sys::cancel::say_err!("==cmsafe== {}", f.line());
 }
 
 /// The exit summary.

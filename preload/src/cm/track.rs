@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cmsafe_core::cm::{event_type_name, rdma_cm_event, rdma_cm_event_type::*, rdma_cm_id};
 use cmsafe_core::safe::{self, SafeCopies};
 
-use crate::config::{Config, Mode, CONFIG};
-use crate::findings::{Finding, Kind};
-use crate::guard;
-use crate::held::Held;
-use crate::objects::{self, Objects};
-use crate::record::{reported, Holder, Record};
-use crate::report::{self, ReportFile};
-use crate::whereis::{self, Caller};
+use crate::audit::findings::{Finding, Kind};
+use crate::audit::held::Held;
+use crate::audit::record::{reported, Holder, Record};
+use crate::audit::report::{self, ReportFile};
+use crate::audit::{faults, pages};
+use crate::cm::objects::{self, Objects};
+use crate::sys::config::{Config, Mode, CONFIG};
+use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
 /// Operations that wait for (or should follow) the acks of an id's events.
@@ -125,7 +125,7 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
             Err(_) => Prepared::Raw,
         },
         // SAFETY: forwarded from the caller.
-        _ => match unsafe { guard::copy_to_page(raw, seq) } {
+        _ => match unsafe { pages::copy_to_page(raw, seq) } {
             Some((page, copy)) => Prepared::Guarded(page, copy),
             None => Prepared::Raw,
         },
@@ -142,7 +142,7 @@ fn new_state(cfg: &Config) -> State {
         held: Held::new(),
         findings: Vec::new(),
         report: cfg.report.as_deref().map_or(ReportFile::none(), |t| {
-            ReportFile::new(crate::config::report_path(t))
+            ReportFile::new(crate::sys::config::report_path(t))
         }),
         touched: false,
         copies: SafeCopies::new(),
@@ -161,7 +161,7 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     }
     let state = guard.as_mut().expect("just created");
     state.touched = true;
-    if guard::faults_pending() {
+    if faults::faults_pending() {
         state.absorb_faults();
     }
     f(state)
@@ -213,10 +213,10 @@ impl State {
         });
     }
 
-    /// Faults the signal handler recorded (`guard::faults_pending`), as findings.
+    /// Faults the signal handler recorded (`faults::faults_pending`), as findings.
     #[cold]
     fn absorb_faults(&mut self) {
-        let (faults, lost) = guard::drain_faults();
+        let (faults, lost) = faults::drain_faults();
         self.faults_lost += lost;
         for fault in faults {
             // Already said on stderr by the signal handler.
@@ -357,7 +357,7 @@ impl State {
             // One of our copies, acked so long ago that its record has left, is still a double
             // ack, and librdmacm must not see it: it would free memory it does not own.
             let ours = cmsafe_core::Event::is_copy_address(ptr as *const rdma_cm_event)
-                || guard::is_page_copy(ptr);
+                || pages::is_page_copy(ptr);
             let (kind, message) = if ours {
                 (Kind::DoubleAck, format!(
                     "rdma_ack_cm_event({ptr:#x}) of an event this preload copied, acked long ago (its record is gone); not passed to librdmacm"
@@ -393,7 +393,7 @@ impl State {
         let raw = match r.holder {
             Holder::Raw(raw) => raw,
             Holder::Guarded { page, raw } => {
-                guard::seal(page);
+                pages::seal(page);
                 raw
             }
             Holder::Safe(ev) => {
@@ -819,7 +819,7 @@ impl State {
     /// (the completion events' line) after its counts.
     pub fn finish(&mut self, extra: Option<String>) -> Option<String> {
         // Faults since the program's last call: into the report and the counts.
-        if guard::faults_pending() {
+        if faults::faults_pending() {
             self.absorb_faults();
         }
         let mut leftover: Vec<usize> = self
@@ -905,10 +905,10 @@ impl State {
         self.cancelled_total = 0;
         self.faults_lost = 0;
         let report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
-            ReportFile::new(crate::config::report_path(t))
+            ReportFile::new(crate::sys::config::report_path(t))
         });
         // Dropping the parent's report closes its descriptor: close(2) is a cancellation point.
-        crate::cancel::uncancellable(|| self.report = report);
+        crate::sys::cancel::uncancellable(|| self.report = report);
     }
 }
 
@@ -924,7 +924,7 @@ fn refused(errno_name: &str) -> String {
 /// A record that leaves the tracker: its guarded page goes back, its copy is released.
 fn forget(r: Record) {
     if let Holder::Guarded { page, .. } = r.holder {
-        guard::recycle(page);
+        pages::recycle(page);
     }
 }
 

@@ -69,7 +69,7 @@ pub unsafe fn watching_cancel<R>(
 /// cancellation disabled.
 macro_rules! say_err {
     ($($arg:tt)*) => {
-        $crate::cancel::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::sys::cancel::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 pub(crate) use say_err;
@@ -171,16 +171,16 @@ mod tests {
     const KNOWN: &[(&str, &str, usize)] = &[
         // write_stderr (say_err!'s) and sleep, the wrappers themselves. No eprint! or
         // eprintln! anywhere: they panic when stderr fails.
-        ("cancel.rs", "io::stderr(", 1),
-        ("cancel.rs", "thread::sleep(", 1),
+        ("sys/cancel.rs", "io::stderr(", 1),
+        ("sys/cancel.rs", "thread::sleep(", 1),
         // Inside uncancellable: the report's open and writes, the look-up of a real function in
         // a library loaded RTLD_LOCAL.
-        ("real.rs", "libc::dlopen(", 1),
-        ("report.rs", "libc::open(", 1),
-        ("report.rs", ".write_all(", 1),
+        ("sys/real.rs", "libc::dlopen(", 1),
+        ("audit/report.rs", "libc::open(", 1),
+        ("audit/report.rs", ".write_all(", 1),
         // Inside uncancellable: the fault handler's line (a signal handler on the program's
         // thread, where no lock of ours is held).
-        ("guard.rs", "libc::write(", 1),
+        ("audit/faults.rs", "libc::write(", 1),
     ];
 
     /// Occurrences of `pat` in `src` outside comments; a name is not counted inside a longer
@@ -212,18 +212,30 @@ mod tests {
         assert_eq!(count("let _ = f.write_all(b);", ".write_all("), 1);
     }
 
-    #[test]
-    fn the_cancellation_points_are_the_known_ones() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = 0;
-        for entry in std::fs::read_dir(&dir).expect("the preload's sources") {
+    /// The preload's source files, every room's: paths from `src`, with `/` between folders.
+    fn sources(src: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("the preload's sources") {
             let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources(src, &path, out);
+                continue;
+            }
             if path.extension().is_none_or(|e| e != "rs") {
                 continue;
             }
-            files += 1;
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let src = std::fs::read_to_string(&path).expect("a source file");
+            let name = path.strip_prefix(src).expect("below src");
+            let name: Vec<_> = name.iter().map(|c| c.to_string_lossy()).collect();
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            out.push((name.join("/"), text));
+        }
+    }
+
+    #[test]
+    fn the_cancellation_points_are_the_known_ones() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&dir, &dir, &mut files);
+        for (name, src) in &files {
             // A file's unit tests, at its end, are not the preload's work (test-only items
             // before them are scanned: they share the code's lines).
             let code = src.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
@@ -240,6 +252,21 @@ mod tests {
                 );
             }
         }
-        assert!(files > 20, "read {files} files of {}", dir.display());
+        // Every room is read: a file in each, and the listed places among them.
+        for room in ["audit/", "cm/", "sys/", "verbs/"] {
+            assert!(
+                files.iter().any(|(n, _)| n.starts_with(room)),
+                "no file read in {room}"
+            );
+        }
+        for &(f, _, _) in KNOWN {
+            assert!(files.iter().any(|(n, _)| n == f), "{f} not read");
+        }
+        assert!(
+            files.len() > 20,
+            "read {} files of {}",
+            files.len(),
+            dir.display()
+        );
     }
 }

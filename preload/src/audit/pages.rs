@@ -9,14 +9,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmsafe_core::cm::{rdma_cm_event, rdma_cm_event_type};
+use cmsafe_core::cm::rdma_cm_event;
 use cmsafe_core::event::{param_kind, ParamKind};
 use cmsafe_sync::page_state::{self, Occupant, PageState};
-use cmsafe_sync::saved_action::{SavedAction, Sigaction};
-use cmsafe_sync::signal_queue::SignalQueue;
 
-use cmsafe_core::errno;
 use cmsafe_core::fork_lock::ForkSafeMutex;
+
+use crate::audit::{faults, segv};
 
 /// Pages reserved, of the system's size (`page`): 256 MiB of address space with 4K pages, 4 GiB
 /// with arm64's 64K ones; committed as used.
@@ -164,7 +163,7 @@ fn map_base() -> Option<usize> {
     // Acquire on failure: the winner's mapping, as above.
     match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
-            install_handler();
+            segv::install_handler(claim_fault);
             Some(p as usize)
         }
         Err(other) => {
@@ -285,286 +284,41 @@ pub fn recycle(page: u32) {
     });
 }
 
-// --- faults ---------------------------------------------------------------------------------
-
-/// A use-after-ack seen by the signal handler, waiting to be turned into a finding.
-#[derive(Clone, Copy, Debug)]
-pub struct Fault {
-    pub seq: u64,
-    pub event_type: u32,
-    pub id: usize,
-    pub code_addr: usize,
-    pub data_addr: usize,
-    pub thread: i32,
-    /// The stack at the fault (innermost first; zeros past its end), to name the program's
-    /// frame when the faulting instruction is in a library (memcpy, strlen, printf...).
-    pub stack: [usize; STACK],
-}
-
-pub const STACK: usize = 12;
-
-/// Faults recorded by the signal handler of any thread, drained by any thread's next wrapped
-/// call: a queue with many producers and many consumers, fit for a signal handler.
-static FAULTS: SignalQueue<Fault, 256> = SignalQueue::new();
-
-/// Whether a fault was recorded since the last drain: two loads, for every call's hot path.
-#[inline]
-pub fn faults_pending() -> bool {
-    FAULTS.maybe_pending()
-}
-
-/// The faults recorded since the last call, and how many could not be recorded since (the queue
-/// was full; each was still said on stderr).
-pub fn drain_faults() -> (Vec<Fault>, u64) {
-    let mut out = Vec::new();
-    while let Some(f) = FAULTS.pop() {
-        out.push(f);
-    }
-    (out, FAULTS.take_lost())
-}
-
-/// The action SIGSEGV had before ours: what faults that are not ours are handed to.
-static PREVIOUS: SavedAction<libc::sigaction> = SavedAction::new();
-
-/// sigaction(2) for SIGSEGV.
-struct Segv;
-
-impl Sigaction for Segv {
-    type Action = libc::sigaction;
-
-    fn current(&mut self) -> libc::sigaction {
-        // SAFETY: all-zero is a valid sigaction (SIG_DFL); sigaction(2) with a valid out
-        // pointer and no new action only reads.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old);
-            old
-        }
-    }
-
-    fn replace(&mut self, new: &libc::sigaction) -> libc::sigaction {
-        // SAFETY: as above, with a valid new action.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGSEGV, new, &mut old);
-            old
-        }
-    }
-
-    fn same(a: &libc::sigaction, b: &libc::sigaction) -> bool {
-        a.sa_sigaction == b.sa_sigaction && a.sa_flags == b.sa_flags
-    }
-}
-
-fn install_handler() {
-    // backtrace(3) loads the unwinder on its first call: do it now, not inside the handler.
-    let mut warm = [std::ptr::null_mut(); 2];
-    // SAFETY: a writable array of the given size.
-    unsafe { libc::backtrace(warm.as_mut_ptr(), 2) };
-    // SAFETY: all-zero is a valid sigaction; sigemptyset on our own mask.
-    let ours = unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_segv as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut sa.sa_mask);
-        sa
-    };
-    // The previous action is saved and published before ours is installed (saved_action's doc).
-    PREVIOUS.install(&mut Segv, &ours);
-}
-
-extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // Async-signal-safe only from here on: atomics, mprotect, write.
-    let saved_errno = errno::get();
-    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
+/// The SIGSEGV handler's question (segv.rs): whether the fault at `addr`, by the code at `code`,
+/// is on one of our pages, and so handled here. A read of a sealed copy is recorded as a
+/// use-after-ack (faults.rs) and its page opened again, so that the read is retried and finds
+/// the copy intact. Async-signal-safe: atomics, mprotect, and the fault queue's line.
+fn claim_fault(addr: usize, code: usize) -> bool {
     // Acquire: the reservation's address was published (Release) after it was mapped.
     let b = BASE.load(Ordering::Acquire);
     // A reservation published means the page size was read (`base`): one atomic load here.
     let size = if b != 0 { self::page() } else { 0 };
-    if b != 0 && addr >= b && addr < b + PAGES * size {
-        let page = (addr - b) / size;
-        let open = match STATES[page].fault() {
-            page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
-                record_fault(o, addr, code_addr(ctx));
-                true
-            }
-            // Another fault's finding; the page may have been closed after it opened it.
-            page_state::Fault::AlreadyOpen => true,
-            // Taken for a new event since the fault, and open: the access is retried.
-            page_state::Fault::Live => false,
-            page_state::Fault::NeverUsed => {
-                chain(sig, info, ctx);
-                errno::set(saved_errno);
-                return;
-            }
-        };
-        if open {
-            // SAFETY: a page of our reservation; mprotect is async-signal-safe on Linux.
-            unsafe {
-                libc::mprotect(
-                    (b + page * size) as *mut libc::c_void,
-                    size,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                )
-            };
+    if !(b != 0 && addr >= b && addr < b + PAGES * size) {
+        return false;
+    }
+    let page = (addr - b) / size;
+    let open = match STATES[page].fault() {
+        page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
+            faults::record(o, addr, code);
+            true
         }
-        errno::set(saved_errno);
-        return;
-    }
-    chain(sig, info, ctx);
-    errno::set(saved_errno);
-}
-
-fn record_fault(o: Occupant, data_addr: usize, code: usize) {
-    // SAFETY: gettid is async-signal-safe.
-    let tid = unsafe { libc::gettid() };
-    let mut frames = [std::ptr::null_mut(); STACK];
-    // SAFETY: the unwinder was loaded at install time; unwinding through the signal frame is
-    // what crash reporters do with it.
-    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
-    // A full queue counts it (drain_faults); the line below is said either way.
-    let _ = FAULTS.push(Fault {
-        seq: o.seq,
-        event_type: o.event_type,
-        id: o.id,
-        code_addr: code,
-        data_addr,
-        thread: tid,
-        stack: std::array::from_fn(|k| if k < n { frames[k] as usize } else { 0 }),
-    });
-    let (seq, ty) = (o.seq, o.event_type);
-    // Said at once: the program may crash for other reasons before the report is written.
-    let mut line = SignalLine::new();
-    line.push(b"==cmsafe== use-after-ack: seq=");
-    line.push_dec(seq);
-    line.push(b" type=");
-    line.push(cmsafe_core::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
-    line.push(b" id=");
-    line.push_hex(o.id as u64);
-    line.push(b" thread=");
-    line.push_dec(tid as u64);
-    line.push(b": read of the event at ");
-    line.push_hex(data_addr as u64);
-    line.push(b" after its rdma_ack_cm_event, by code at ");
-    line.push_hex(code as u64);
-    line.push(b"\n");
-    line.write_stderr();
-}
-
-#[cfg(target_arch = "x86_64")]
-fn code_addr(ctx: *mut libc::c_void) -> usize {
-    if ctx.is_null() {
-        return 0;
-    }
-    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext.
-    unsafe {
-        (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-fn code_addr(ctx: *mut libc::c_void) -> usize {
-    if ctx.is_null() {
-        return 0;
-    }
-    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext; on
-    // aarch64 its mcontext holds the faulting instruction's address in `pc`.
-    unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.pc as usize }
-}
-
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn code_addr(_ctx: *mut libc::c_void) -> usize {
-    0
-}
-
-/// Hands a fault that is not ours to the handler installed before ours.
-fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // Saved before ours was installed; None cannot be, and would mean the default action.
-    let prev = PREVIOUS.get();
-    let handler = prev.map_or(libc::SIG_DFL, |p| p.sa_sigaction);
-    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
-        // Restore the default action; returning re-runs the faulting access, which now
-        // terminates the process as it would have without us.
-        // SAFETY: sigaction(2) with a valid pointer.
+        // Another fault's finding; the page may have been closed after it opened it.
+        page_state::Fault::AlreadyOpen => true,
+        // Taken for a new event since the fault, and open: the access is retried.
+        page_state::Fault::Live => false,
+        page_state::Fault::NeverUsed => return false,
+    };
+    if open {
+        // SAFETY: a page of our reservation; mprotect is async-signal-safe on Linux.
         unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = libc::SIG_DFL;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
-        }
-        return;
+            libc::mprotect(
+                (b + page * size) as *mut libc::c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
     }
-    if prev.is_some_and(|p| p.sa_flags & libc::SA_SIGINFO != 0) {
-        // SAFETY: the program registered this function as an SA_SIGINFO handler.
-        let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
-            unsafe { std::mem::transmute(handler) };
-        f(sig, info, ctx);
-    } else {
-        // SAFETY: the program registered this function as a plain handler.
-        let f: extern "C" fn(i32) = unsafe { std::mem::transmute(handler) };
-        f(sig);
-    }
-}
-
-/// A line built without allocating, for the signal handler.
-struct SignalLine {
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl SignalLine {
-    fn new() -> Self {
-        SignalLine {
-            buf: [0; 256],
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, s: &[u8]) {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-    }
-
-    fn push_dec(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..]);
-    }
-
-    fn push_hex(&mut self, mut v: u64) {
-        let mut digits = [0u8; 16];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b"0123456789abcdef"[(v & 15) as usize];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(b"0x");
-        self.push(&digits[i..]);
-    }
-
-    fn write_stderr(&self) {
-        // A read of an acked event is no cancellation point without the preload: none here
-        // either (glibc's pthread_setcancelstate is a few atomic operations on the thread's
-        // own word, safe in the handler).
-        crate::cancel::uncancellable(|| {
-            // SAFETY: write(2) of our own buffer; async-signal-safe.
-            unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
-        });
-    }
+    true
 }
 
 #[cfg(test)]
@@ -638,7 +392,7 @@ mod tests {
         // read is retried, finding the copy intact.
         let v = unsafe { (at as *const u64).read_volatile() };
         assert_eq!(v, 0x5eed);
-        let (faults, lost) = drain_faults();
+        let (faults, lost) = faults::drain_faults();
         assert_eq!(lost, 0);
         let f = faults
             .iter()

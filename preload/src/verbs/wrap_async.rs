@@ -1,16 +1,17 @@
 //! libibverbs' async-event calls, interposed: ibv_get_async_event and ibv_ack_async_event, and
 //! the destroys that wait for an object's async events to be acked: ibv_destroy_qp (which
 //! librdmacm's rdma_destroy_qp calls too) and ibv_destroy_srq here, ibv_destroy_cq through
-//! verbs.rs. ibv_destroy_wq is an inline function of verbs.h calling the provider directly: no
+//! wrap_cq.rs. ibv_destroy_wq is an inline function of verbs.h calling the provider directly: no
 //! symbol to interpose, so a WQ's events are counted but its destroy is not judged. The counting
 //! is async_events.rs's; here the real calls are made and the findings said.
 
 use std::ffi::c_void;
 
-use crate::async_events::{self, type_name, AckIssue, Obj, Object};
-use crate::config::{Mode, CONFIG};
-use crate::findings::Kind;
-use crate::{getters, real, whereis};
+use crate::audit::findings::Kind;
+use crate::sys::config::{Mode, CONFIG};
+use crate::sys::{real, whereis};
+use crate::verbs::async_events::{self, type_name, AckIssue, Obj, Object};
+use crate::verbs::getters;
 
 /// struct ibv_async_event (verbs.h): the element union (a pointer, or the port number) and the
 /// event type.
@@ -45,7 +46,7 @@ pub unsafe extern "C-unwind" fn get_async_event(
     ret: usize,
 ) -> i32 {
     let Some(real) = real::get_async_event() else {
-        return crate::missing();
+        return crate::sys::quiet::missing();
     };
     // SAFETY: the program's own arguments, passed on; it blocks in read(2), cancellable as raw.
     let rc = unsafe { real(context, event) };
@@ -54,7 +55,7 @@ pub unsafe extern "C-unwind" fn get_async_event(
     }
     // SAFETY: libibverbs just filled the program's non-NULL struct ibv_async_event.
     let (t, element) = unsafe { read_event(event) };
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let thread = whereis::thread_id();
         async_events::with_asyncs(|q| q.got(t, element, thread, whereis::place(ret)));
     });
@@ -109,13 +110,19 @@ pub unsafe extern "C-unwind" fn ack_async_event(event: *mut c_void, ret: usize) 
     // SAFETY: the program's non-NULL event, as ibv_get_async_event filled it.
     let (t, element) = unsafe { read_event(event) };
     let mut pass = true;
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let safe = CONFIG.mode == Mode::Safe;
         let v = async_events::with_asyncs(|q| q.ack(t, element, safe));
         pass = v.pass;
         if let (Some(issue), Some(kind)) = (&v.issue, Object::of_event(t)) {
             let (finding, message) = ack_message(t, kind, element, issue);
-            crate::say_about(finding, type_name(t), element, whereis::place(ret), message);
+            crate::verbs::say::say_about(
+                finding,
+                type_name(t),
+                element,
+                whereis::place(ret),
+                message,
+            );
         }
     });
     if pass {
@@ -161,7 +168,7 @@ fn destroy_message(kind: Object, element: usize, o: &Obj) -> (Kind, String) {
 /// (after the getter threads' grace); safe mode acks what the program owes, so that it returns.
 pub fn before_destroy(kind: Object, element: usize, ret: usize) {
     let mut owed = (0, 0);
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let probe = || async_events::with_asyncs(|q| q.destroying(kind, element));
         let Some(o) = getters::settled(probe, |o| (o.owed() > 0).then(|| o.threads.clone())) else {
             return;
@@ -171,7 +178,7 @@ pub fn before_destroy(kind: Object, element: usize, ret: usize) {
             owed = async_events::with_asyncs(|q| q.prepay(kind, element));
         }
         async_events::with_asyncs(|q| q.mark_reported(kind, element));
-        crate::say_about(
+        crate::verbs::say::say_about(
             finding,
             type_name(o.last_type),
             element,
@@ -195,7 +202,7 @@ pub fn before_destroy(kind: Object, element: usize, ret: usize) {
 
 /// After the destroy of `kind` at `element` returned `rc`.
 pub fn after_destroy(kind: Object, element: usize, rc: i32) {
-    crate::quietly(|| async_events::with_asyncs(|q| q.destroyed(kind, element, rc)));
+    crate::lifecycle::quietly(|| async_events::with_asyncs(|q| q.destroyed(kind, element, rc)));
 }
 
 /// A destroy that waits for the object's async events: judged, then passed on.
@@ -209,7 +216,7 @@ unsafe fn destroy(
     ret: usize,
 ) -> i32 {
     let Some(real) = real else {
-        return crate::missing();
+        return crate::sys::quiet::missing();
     };
     if CONFIG.mode == Mode::Off || obj.is_null() {
         // SAFETY: passed on as given.
@@ -243,16 +250,19 @@ pub unsafe extern "C-unwind" fn destroy_srq(srq: *mut c_void, ret: usize) -> i32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::getters::Getters;
+    use crate::verbs::counted::Count;
+    use crate::verbs::getters::Getters;
 
     // CMSAFE_MODE is not set under cargo test: audit's sentences.
     #[test]
     fn destroy_sentences_name_object_type_and_threads() {
         let o = Obj {
-            got: 1,
             last_type: 5,
-            threads: Getters::of(&[7]),
-            ..Obj::default()
+            count: Count {
+                got: 1,
+                threads: Getters::of(&[7]),
+                ..Count::default()
+            },
         };
         let (kind, msg) = destroy_message(Object::Qp, 0xa000, &o);
         assert_eq!(kind, Kind::AsyncDestroyWithUnacked);
@@ -261,8 +271,11 @@ mod tests {
             "ibv_destroy_qp will wait forever for these 1 unacked async events of qp 0xa000 (got 1, acked 0, the last SQ_DRAINED; got by thread 7, the last at an unknown place)"
         );
         let over = Obj {
-            got: 1,
-            acked: 2,
+            count: Count {
+                got: 1,
+                acked: 2,
+                ..o.count.clone()
+            },
             ..o
         };
         let (kind, msg) = destroy_message(Object::Srq, 0xb000, &over);
@@ -299,8 +312,11 @@ mod tests {
     #[test]
     fn ack_sentences() {
         let before = Obj {
-            got: 1,
-            acked: 1,
+            count: Count {
+                got: 1,
+                acked: 1,
+                ..Count::default()
+            },
             ..Obj::default()
         };
         let (kind, msg) = ack_message(5, Object::Qp, 0xa000, &AckIssue::DoubleAck(before));

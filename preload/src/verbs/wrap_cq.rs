@@ -5,11 +5,12 @@
 
 use std::ffi::{c_uint, c_void};
 
-use crate::async_events::Object;
-use crate::config::{Mode, CONFIG};
-use crate::cq::{self, AckIssue, Cq, DestroyIssue};
-use crate::findings::Kind;
-use crate::{async_verbs, getters, real, whereis};
+use crate::audit::findings::Kind;
+use crate::sys::config::{Mode, CONFIG};
+use crate::sys::{real, whereis};
+use crate::verbs::async_events::Object;
+use crate::verbs::cq::{self, AckIssue, Cq, DestroyIssue};
+use crate::verbs::{getters, wrap_async};
 
 /// The head of libibverbs' struct ibv_cq (verbs.h), as far as the preload reads it.
 #[repr(C)]
@@ -20,7 +21,7 @@ struct CqHead {
 
 /// Says a completion-queue finding about `cq`, made where the entry point's `ret` says.
 fn say(kind: Kind, cq: usize, ret: usize, message: String) {
-    crate::say_about(kind, "COMPLETION", cq, whereis::place(ret), message);
+    crate::verbs::say::say_about(kind, "COMPLETION", cq, whereis::place(ret), message);
 }
 
 /// ibv_get_cq_event(3), interposed.
@@ -34,7 +35,7 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     ret: usize,
 ) -> i32 {
     let Some(real) = real::get_cq_event() else {
-        return crate::missing();
+        return crate::sys::quiet::missing();
     };
     // SAFETY: the program's own arguments, passed on. It blocks in read(2) and stays
     // cancellable exactly as raw: nothing of ours is live across it.
@@ -44,7 +45,7 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     }
     // SAFETY: libibverbs stored the event's CQ through the program's non-NULL pointer.
     let got = unsafe { *cq } as usize;
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let thread = whereis::thread_id();
         cq::with_cqs(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
     });
@@ -119,7 +120,7 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
     }
     let n = u64::from(nevents);
     let mut pass = n;
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let safe = CONFIG.mode == Mode::Safe;
         // SAFETY: asked only for a CQ not known destroyed, which the program passes to
         // libibverbs (which locks its mutex): a live struct ibv_cq.
@@ -191,16 +192,16 @@ fn destroy_message(cq: usize, issue: &DestroyIssue, got_where: String) -> (Kind,
 /// As libibverbs' own function: the arguments are what its man page asks for.
 pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
     let Some(real) = real::destroy_cq() else {
-        return crate::missing();
+        return crate::sys::quiet::missing();
     };
     if CONFIG.mode == Mode::Off || cq.is_null() {
         // SAFETY: passed on as given.
         return unsafe { real(cq) };
     }
     // Its async events (CQ_ERR) first: the destroy waits for those acks too.
-    async_verbs::before_destroy(Object::Cq, cq as usize, ret);
+    wrap_async::before_destroy(Object::Cq, cq as usize, ret);
     let mut owed_acks = 0;
-    crate::quietly(|| {
+    crate::lifecycle::quietly(|| {
         let Some(issue) = settled(cq as usize) else {
             return;
         };
@@ -222,20 +223,24 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
     }
     // SAFETY: passed on as given.
     let rc = unsafe { real(cq) };
-    crate::quietly(|| cq::with_cqs(|q| q.destroyed(cq as usize, rc)));
-    async_verbs::after_destroy(Object::Cq, cq as usize, rc);
+    crate::lifecycle::quietly(|| cq::with_cqs(|q| q.destroyed(cq as usize, rc)));
+    wrap_async::after_destroy(Object::Cq, cq as usize, rc);
     rc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::getters::Getters;
+    use crate::verbs::counted::Count;
+    use crate::verbs::getters::Getters;
 
     fn cq(got: u64, acked: u64, threads: &[i32]) -> Cq {
         let mut c = Cq {
-            got,
-            acked,
+            count: Count {
+                got,
+                acked,
+                ..Count::default()
+            },
             ..Cq::default()
         };
         c.threads = Getters::of(threads);

@@ -1,0 +1,9 @@
+//! librdmacm's connection manager: the wrappers of its calls (`wrap_*`) and their model, the
+//! events the program holds and the lifecycles of its ids and channels.
+
+pub mod objects;
+pub mod readers;
+pub mod track;
+pub mod watch;
+pub mod wrap_events;
+pub mod wrap_ids;

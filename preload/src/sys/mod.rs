@@ -1,0 +1,8 @@
+//! The ground the wrappers stand on: the real functions behind ours, the settings, where a call
+//! came from, cancellation, and running the preload's own work quietly.
+
+pub mod cancel;
+pub mod config;
+pub mod quiet;
+pub mod real;
+pub mod whereis;
