@@ -282,7 +282,8 @@ fn pin(object: usize, file: *const libc::c_char) {
 /// The address of `name` in `lib`, cached in `cell` once found; 0 while it is not loaded.
 /// Runs with cancellation disabled: dlopen and dl_iterate_phdr are not to be unwound halfway.
 /// Inlined, so that every wrapper's call of its real function pays one load, not a call with
-/// the look-up's prologue (18 instructions a call, three calls per event in safe mode).
+/// the look-up's prologue, several times per event (bench/README.md, "The counts behind the
+/// code's shape").
 #[inline(always)]
 pub fn cached(cell: &AtomicUsize, lib: &Library, name: &CStr) -> usize {
     let addr = cell.load(Ordering::Acquire);
