@@ -247,6 +247,30 @@ arm64-test: deps cross-arm64 ## test: the C tests and the CM misuse programs on 
 arm64-insn-test: deps cross-arm64 ## dev: instructions per event on arm64's budgets (slow: emulated)
 	$(RXE_VM) --arch arm64 -- scripts/insn-count --n 100 --out target/insn-test --check
 
+# The unit tests of the crates whose code depends on the page size (the core's page.rs and pool,
+# the sync crate's page states, the preload's guards), cross-built for aarch64 and copied where
+# the arm64 guest finds them (its target/unit-tests): cargo itself stays outside the guest.
+ARM64_UNIT := target/arm64/unit-tests
+.PHONY: arm64-unit-tests
+arm64-unit-tests:
+	@scripts/setup-deps --arm64
+	rm -rf $(ARM64_UNIT) && mkdir -p $(ARM64_UNIT)
+	$(ARM64_ENV) $(CARGO) test --locked -p cmsafe-core -p cmsafe-sync -p cmsafe-preload --lib \
+	  --no-run --message-format=json >$(ARM64_UNIT).json
+	grep -o '"executable":"[^"]*"' $(ARM64_UNIT).json | cut -d'"' -f4 | while read -r exe; do \
+	  cp "$$exe" $(ARM64_UNIT)/"$$(basename "$$exe" | sed 's/-[0-9a-f]*$$//')"; done
+	@rm -f $(ARM64_UNIT).json
+	@[ "$$(ls $(ARM64_UNIT) | wc -l)" -eq 3 ] || { echo "arm64-unit-tests: expected 3 test programs" >&2; exit 1; }
+
+# The same cross build on Debian's arm64 kernel with 16K pages (scripts/rxe-vm --arch arm64
+# --pages 16k; the root is the same Debian 12 one): the page size the guest reports, the unit
+# tests that depend on it, every C test and the whole misuse suite, whose audit mode guards each
+# event's copy with a whole run-time page (scripts/pages-in-guest). 26 minutes on 2 cores shared
+# with other guests (docs/testing.md, "arm64 with 16K pages"): not in make test.
+.PHONY: arm64-16k-test
+arm64-16k-test: deps cross-arm64 arm64-unit-tests ## test: unit, C and misuse tests on an emulated arm64 guest with 16K pages
+	$(RXE_VM) --arch arm64 --pages 16k -- scripts/pages-in-guest 16384
+
 # Two nodes joined by a real link (scripts/rxe-pair): rping across it, checked on both sides;
 # TRANSPORT=iwarp on Soft-iWARP.
 .PHONY: pair-test

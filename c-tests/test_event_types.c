@@ -394,10 +394,9 @@ static void rejections(struct rdma_event_channel *sch, struct rdma_event_channel
         return;
     }
     cm_connect(client, "anyone there?", 13);
-    uint64_t t0 = cm_now_ns();
+    /* The CM's own reject, not a timeout (which would be UNREACHABLE, -ETIMEDOUT): the status
+     * and its reason say which, whatever the guest's speed. */
     rejected = fetch(cch, RDMA_CM_EVENT_REJECTED, 0);
-    double ms = cm_ms_since(t0);
-    CHECK(ms < 1000, "the no-listener REJECTED took %.0f ms, want it at once", ms);
     check_status(rejected, 8, CMSAFE_STATUS_KIND_IB_REJECT_REASON, "no-listener REJECTED");
     reason = cmsafe_reject_reason_str(cmsafe_event_status(rejected));
     CHECK(reason && strcmp(reason, "IB_CM_REJ_INVALID_SERVICE_ID") == 0, "reason name %s",

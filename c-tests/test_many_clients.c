@@ -7,6 +7,14 @@
  * At the end the counters balance: fetched == acked, nothing live or pending, and the per-type
  * counts are exactly the events above.
  *
+ * Each id is destroyed at its DISCONNECTED, but on IB/RoCE its timewait may end before that: the
+ * kernel then queues its TIMEWAIT_EXIT, which arrives in the batch that holds the DISCONNECTED,
+ * after it, naming an id the handler has just destroyed. Seen with kernel 6.12 in the emulated
+ * arm64 guest, where the drain loop is slow (19 to 77 of the 128 came so, in three runs); the
+ * 6.1 guests have not shown it. Such an event is counted for the id it names (found by its
+ * address among the destroyed ones, never read through it), at most one per id, and in the
+ * per-type counts.
+ *
  * iWARP (Soft-iWARP) cannot hold 128 connections' 256 QPs in one process: siw's mapping keys
  * allow about 36 live QPs with their own CQs (docs/stacks.md). There the clients go in groups
  * of IWARP_GROUP connections, each group connected, checked and torn down (its QPs destroyed)
@@ -36,14 +44,21 @@ static uint64_t nonce;
 /* Per client: how often each of its events was seen. */
 static int addr_seen[CLIENTS], route_seen[CLIENTS], cest_seen[CLIENTS], cdisc_seen[CLIENTS];
 static int creq_seen[CLIENTS], accepted[CLIENTS], sest_seen[CLIENTS], sdisc_seen[CLIENTS];
+/* Ids destroyed at their DISCONNECTED, and the TIMEWAIT_EXITs that came for them after it. */
+static struct rdma_cm_id *gone_clients[CLIENTS], *gone_children[CLIENTS];
+static int ctw_seen[CLIENTS], stw_seen[CLIENTS];
 static int unexpected;
 static uint64_t fetched_here;
 
-/* The index a client id carries in its context (index + 1). */
+/* The index of a live client id, which carries it in its context (index + 1). Found by the
+ * pointer first: an event fetched in the same batch as its id's DISCONNECTED names an id the
+ * handler has destroyed since, whose memory must not be read. */
 static int client_index(struct rdma_cm_id *id)
 {
-    intptr_t i = (intptr_t)id->context - 1;
-    return i >= 0 && i < CLIENTS && clients[i] == id ? (int)i : -1;
+    for (int i = 0; i < CLIENTS; i++)
+        if (clients[i] == id)
+            return (intptr_t)id->context == i + 1 ? i : -1;
+    return -1;
 }
 
 static int child_index(struct rdma_cm_id *id)
@@ -52,6 +67,21 @@ static int child_index(struct rdma_cm_id *id)
         if (children[i] == id)
             return i;
     return -1;
+}
+
+/* A TIMEWAIT_EXIT for an id destroyed at its DISCONNECTED (the header says when): counted for
+ * that id. Whether `ev` was one. */
+static int late_timewait(const cmsafe_event *ev, struct rdma_cm_id *const *gone, int *seen)
+{
+    if (cmsafe_event_type(ev) != RDMA_CM_EVENT_TIMEWAIT_EXIT)
+        return 0;
+    struct rdma_cm_id *id = cmsafe_event_id(ev);
+    for (int i = 0; i < CLIENTS; i++)
+        if (gone[i] == id) {
+            seen[i]++;
+            return 1;
+        }
+    return 0;
 }
 
 static void make_pdata(int i)
@@ -99,7 +129,8 @@ static void server_event(cmsafe_event *ev)
     }
     int i = child_index(id);
     if (i < 0) {
-        unexpected_event(ev, "not a child");
+        if (!late_timewait(ev, gone_children, stw_seen))
+            unexpected_event(ev, "not a child");
     } else if (type == RDMA_CM_EVENT_ESTABLISHED) {
         sest_seen[i]++;
     } else if (type == RDMA_CM_EVENT_DISCONNECTED) {
@@ -107,6 +138,7 @@ static void server_event(cmsafe_event *ev)
         CHECK(rdma_disconnect(id) == 0, "rdma_disconnect(child %d): %s", i, strerror(errno));
         rdma_destroy_qp(id);
         CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id(child %d)", i);
+        gone_children[i] = id;
         children[i] = (struct rdma_cm_id *)(uintptr_t)1; /* destroyed; never a real id */
     } else {
         unexpected_event(ev, "server");
@@ -119,7 +151,8 @@ static void client_event(cmsafe_event *ev)
     struct rdma_cm_id *id = cmsafe_event_id(ev);
     int i = client_index(id);
     if (i < 0) {
-        unexpected_event(ev, "not a client");
+        if (!late_timewait(ev, gone_clients, ctw_seen))
+            unexpected_event(ev, "not a client");
         return;
     }
     switch (type) {
@@ -141,6 +174,7 @@ static void client_event(cmsafe_event *ev)
         cdisc_seen[i]++;
         rdma_destroy_qp(id);
         CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id(client %d)", i);
+        gone_clients[i] = id;
         clients[i] = NULL; /* destroyed */
         break;
     default:
@@ -193,6 +227,16 @@ static int routes_done(void) { return sum(route_seen) >= CLIENTS; }
 static int wave_end;
 static int established(void) { return sum(cest_seen) >= wave_end && sum(sest_seen) >= wave_end; }
 static int disconnected(void) { return sum(cdisc_seen) >= wave_end && sum(sdisc_seen) >= wave_end; }
+
+/* None of the 128 saw `what` more than once. */
+static void at_most_once(const int *a, const char *what)
+{
+    int bad = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        if (a[i] > 1 && bad++ < 5)
+            fprintf(stderr, "client %d: %s %d times\n", i, what, a[i]);
+    CHECK(bad == 0, "%d clients saw %s more than once", bad, what);
+}
 
 /* Each of the 128 saw `what` exactly once. */
 static void exactly_once(const int *a, const char *what)
@@ -317,6 +361,11 @@ int main(void)
     for (int c = 0; c < CHANNELS; c++)
         cm_quiet(cch[c], 50);
     CHECK_EQ_INT(unexpected, 0);
+    at_most_once(ctw_seen, "TIMEWAIT_EXIT after its DISCONNECTED (client)");
+    at_most_once(stw_seen, "TIMEWAIT_EXIT after its DISCONNECTED (child)");
+    if (sum(ctw_seen) + sum(stw_seen) > 0)
+        fprintf(stderr, "TIMEWAIT_EXIT before the destroy: %d clients, %d children\n",
+                sum(ctw_seen), sum(stw_seen));
     CHECK(rdma_destroy_id(listen_id) == 0, "rdma_destroy_id(listen)");
 
     STEP("counters");
@@ -327,6 +376,7 @@ int main(void)
     want[RDMA_CM_EVENT_CONNECT_REQUEST] = CLIENTS;
     want[RDMA_CM_EVENT_ESTABLISHED] = 2 * CLIENTS;
     want[RDMA_CM_EVENT_DISCONNECTED] = 2 * CLIENTS;
+    want[RDMA_CM_EVENT_TIMEWAIT_EXIT] = (uint64_t)(sum(ctw_seen) + sum(stw_seen));
     uint64_t total = 0;
     for (int t = 0; t < CMSAFE_EVENT_TYPE_SLOTS; t++) {
         CHECK(s1.by_type[t] - s0.by_type[t] == want[t], "by_type[%d] (%s): %llu, want %llu", t,

@@ -7,7 +7,8 @@
 # siw, device siw0, the module built by rxe_siw since Debian's kernels do not ship it), and
 # rxe_arch: x86_64 (empty is x86_64: today's guest) or arm64 (Debian's arm64 kernel under
 # qemu-system-aarch64, chrooted into the root scripts/arm64-root builds, with the cross build's
-# outputs where the guest's scripts look for them: see rxe_arm64_prepare).
+# outputs where the guest's scripts look for them: see rxe_arm64_prepare), and with arm64
+# rxe_pages: 4k (empty is 4k: Debian 12's arm64 kernel) or 16k (Debian's arm64-16k kernel).
 #
 # After rxe_prepare: $repo, $target, $state (target/rxe-vm), $kver, $kroot, $initrd, and
 # $rxe_hostroot (the directory the guest chroots into: /, the stack's root or the arm64 root),
@@ -54,6 +55,8 @@ rxe_prepare() {
     [ "$rxe_transport" = roce ] || rxe_die "--arch arm64 runs Soft-RoCE only"
     rxe_stack=
     rxe_arm64_prepare
+  elif [ "${rxe_pages:-4k}" != 4k ]; then
+    rxe_die "--pages $rxe_pages needs --arch arm64 (x86_64 has 4K pages only)"
   elif [ -n "${rxe_stack-}" ] && [ "$rxe_stack" != bookworm ]; then
     # siw.ko is built from the suite's own kernel source; only bookworm's is wired up so far.
     [ "$rxe_transport" = roce ] || rxe_die "--transport iwarp runs on the default stack (bookworm) only"
@@ -115,11 +118,26 @@ rxe_stack_prepare() {
 }
 
 # --- kernel: the version linux-image-amd64 points at, unpacked under target/rxe-vm -------------
-# rxe_kernel [arm64]: with arm64, the arm64 kernel of the same ABI (6.1.0-57-amd64:
+# rxe_kernel [arm64|arm64-16k]: with arm64, the arm64 kernel of the same ABI (6.1.0-57-amd64:
 # linux-image-6.1.0-57-arm64), so that both guests run the same kernel source and upload; the
-# one linux-image-arm64 points at when the archive has no arm64 build of that ABI.
+# one linux-image-arm64 points at when the archive has no arm64 build of that ABI. With
+# arm64-16k, Debian's arm64 kernel built with 16K pages: Debian 12 has none of 6.1, but its
+# security suite carries linux 6.12 (6.12.*+deb12, for machines 6.1 does not run on), whose
+# flavours include arm64-16k; the newest, as its meta-package linux-image-6.12-arm64-16k points
+# at (the one linux-image-arm64-16k points at on a suite that has that meta-package).
 rxe_kernel() {
-  local kpkg dlpkg
+  local kpkg dlpkg meta
+  if [ "${1-}" = arm64-16k ]; then
+    for meta in linux-image-arm64-16k linux-image-6.12-arm64-16k; do
+      # A suite without that meta-package: apt-cache fails, and the next one is tried.
+      kpkg=$(apt-cache depends "$meta:arm64" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}') || true
+      [ -z "$kpkg" ] || break
+    done
+    kpkg=${kpkg%:arm64}
+    [ -n "$kpkg" ] || rxe_die "no arm64-16k kernel package in apt's lists (linux-image-6.12-arm64-16k): run scripts/setup-deps --arm64"
+    rxe_kernel_fetch "$kpkg" "$kpkg:arm64"
+    return
+  fi
   kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
   if [ -z "$kpkg" ]; then
     # An empty package list (fresh machine): refresh it once.
@@ -137,6 +155,13 @@ rxe_kernel() {
     fi
     dlpkg=$kpkg:arm64
   fi
+  rxe_kernel_fetch "$kpkg" "$dlpkg"
+}
+
+# rxe_kernel_fetch PACKAGE DOWNLOAD: the kernel package PACKAGE (apt-get download's name for it:
+# DOWNLOAD) unpacked under target/rxe-vm/kernel-VER, once; sets $kver and $kroot.
+rxe_kernel_fetch() {
+  local kpkg=$1 dlpkg=$2
   kver=${kpkg#linux-image-}
   kroot=$state/kernel-$kver
   if [ ! -e "$kroot/.ready" ]; then
@@ -162,7 +187,10 @@ rxe_kernel() {
 # scripts find target/c-tests and target/preload-tests; the libraries' directory is shared
 # read-only and mounted both as target/release (where the scripts look for
 # libcmsafe_preload.so) and at its own path under target/, for the rpath. The repository comes
-# on its own share, at its path, as for a stack.
+# on its own share, at its path, as for a stack. With rxe_pages=16k the kernel is Debian's
+# arm64-16k one (rxe_kernel says which); the root and the cross build are the same, since
+# aarch64 binaries (and cmsafe, crates/core/src/page.rs) take the page size from the kernel at
+# run time.
 rxe_arm64_libs=aarch64-unknown-linux-gnu
 # The C test that starts the most ASan processes (test_logging) takes about 7 times as long there
 # as on x86_64, each process's leak check being slow under emulation (scripts/rxe-vm --help).
@@ -177,7 +205,11 @@ rxe_arm64_prepare() {
   mkdir -p "$rxe_runs" "$rxe_libdir"
   rxe_busybox=$rxe_hostroot/bin/busybox
   rxe_time_scale=$rxe_arm64_time_scale
-  rxe_kernel arm64
+  case ${rxe_pages:-4k} in
+    4k) rxe_kernel arm64 ;;
+    16k) rxe_kernel arm64-16k ;;
+    *) rxe_die "unknown page size \"$rxe_pages\" (4k or 16k)" ;;
+  esac
 }
 
 # --- Soft-iWARP (--transport iwarp): siw.ko for $kver, from Debian's own kernel source ----------

@@ -68,5 +68,10 @@ mod tests {
         // x86-64 has 4K pages only.
         #[cfg(target_arch = "x86_64")]
         assert_eq!(size(), 4096);
+        // The size the kernel under test is known to have (make arm64-16k-test boots a 16K
+        // one): this run must have found it, not only agreed with sysconf.
+        if let Ok(want) = std::env::var("CMSAFE_TEST_PAGE_SIZE") {
+            assert_eq!(size().to_string(), want, "CMSAFE_TEST_PAGE_SIZE");
+        }
     }
 }

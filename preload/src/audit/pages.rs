@@ -353,6 +353,11 @@ mod tests {
         RING_PAGES.lock().limit
     }
 
+    /// Held by the tests that read a sealed page and look for their fault among the recorded
+    /// ones: `drain_faults` empties the process's one queue, so one such test would otherwise
+    /// take another's fault.
+    static FAULTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn copies_begin_on_the_systems_page_boundaries() {
         let size = page();
@@ -383,6 +388,7 @@ mod tests {
 
     #[test]
     fn a_read_after_the_seal_is_recorded_with_the_code_that_read() {
+        let _one = FAULTING.lock().unwrap_or_else(|e| e.into_inner());
         let p = hold();
         let at = base().expect("the reservation") + p * page();
         // SAFETY: the page is ours, live and writable.
@@ -412,6 +418,54 @@ mod tests {
         let here = hold as fn() -> usize as usize;
         assert_eq!(object(f.code_addr), object(here));
         release(p);
+    }
+
+    /// The guard is the run-time page, whole: a seal closes every byte of its page (4K, 16K or
+    /// 64K) and nothing of the page after it, whose copy is another event's. A seal of 4096
+    /// bytes on a 16K kernel would still close the whole page (mprotect rounds up), but a copy
+    /// placed 4096 bytes after another would share its page and be closed with it: the live
+    /// neighbour here is written after the seal, at its first and last byte.
+    #[test]
+    fn a_seal_closes_its_whole_page_and_not_the_next() {
+        let _one = FAULTING.lock().unwrap_or_else(|e| e.into_inner());
+        let size = page();
+        let b = base().expect("the reservation");
+        // Pages are taken in ring order: of a few held together (other tests take some too),
+        // two are neighbours.
+        let held: Vec<usize> = (0..16).map(|_| hold()).collect();
+        let p = *held
+            .iter()
+            .find(|&&p| held.contains(&(p + 1)))
+            .expect("two neighbouring pages among those held");
+        let (at, next) = (b + p * size, b + (p + 1) * size);
+        // SAFETY: both pages are ours, live and writable.
+        unsafe {
+            ((at + size - 1) as *mut u8).write_volatile(0x5a);
+            (next as *mut u8).write_volatile(1);
+        }
+        seal(p as u32);
+        // SAFETY: the neighbour is still live and writable: no fault.
+        unsafe {
+            (next as *mut u8).write_volatile(2);
+            ((next + size - 1) as *mut u8).write_volatile(3);
+        }
+        // SAFETY: a read of the sealed page's last byte: the handler records it, opens the
+        // page and the read is retried, finding the byte written before the seal.
+        let v = unsafe { ((at + size - 1) as *const u8).read_volatile() };
+        assert_eq!(v, 0x5a);
+        let (faults, lost) = drain_faults();
+        assert_eq!(lost, 0);
+        let ours: Vec<usize> = faults
+            .iter()
+            .map(|f| f.data_addr)
+            .filter(|&a| a >= at && a < next + size)
+            .collect();
+        assert_eq!(
+            ours,
+            [at + size - 1],
+            "one fault, at the sealed page's last byte"
+        );
+        held.into_iter().for_each(release);
     }
 
     #[test]
