@@ -453,7 +453,7 @@ mod tests {
         // page and the read is retried, finding the byte written before the seal.
         let v = unsafe { ((at + size - 1) as *const u8).read_volatile() };
         assert_eq!(v, 0x5a);
-        let (faults, lost) = drain_faults();
+        let (faults, lost) = faults::drain_faults();
         assert_eq!(lost, 0);
         let ours: Vec<usize> = faults
             .iter()
