@@ -582,20 +582,20 @@ BENCH_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O2 -Iinclude
 
 .PHONY: copy-bench setup-bench
 
-$(BENCH)/copy_path: benches/copy_path.c include/cmsafe.h build
+$(BENCH)/copy_path: bench/copy_path.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe
 
-$(BENCH)/cm_setup: benches/cm_setup.c include/cmsafe.h build
+$(BENCH)/cm_setup: bench/cm_setup.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
 
 # What one of audit's seals (an mprotect of one page) costs in the guest: no librdmacm.
-$(BENCH)/seal_cost: benches/seal_cost.c
+$(BENCH)/seal_cost: bench/seal_cost.c
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< -lpthread
 
-$(BENCH)/syscall_loop: benches/syscall_loop.c include/cmsafe.h build
+$(BENCH)/syscall_loop: bench/syscall_loop.c include/cmsafe.h build
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_FLAGS) -o $@ $< $(CTEST_LIBS)
 
@@ -647,7 +647,7 @@ copy-bench: deps $(BENCH)/copy_path ## bench: the copy path on the host, against
 	  perf report -i $(BENCH)/copy.perf.data --stdio --children --sort sym -g none 2>/dev/null | \
 	    grep -E '^ +[0-9]' | grep -E 'cmsafe_event_copy$$|cmsafe_event_release$$|copy_of$$|alloc_copy$$|slot::alloc$$|alloc_with$$|Slab::release$$|from_raw$$|take_index$$|TypeCounts::count$$|local::with$$|coarse_ns$$|clock_gettime|tls_get_addr' | \
 	    head -n 14 | sed 's/^/    /'; \
-	  echo; cat benches/copy_path_notes.md; \
+	  echo; cat bench/copy_path_notes.md; \
 	} | tee bench/results/copy-path.md
 
 # The copy path's instructions per event held to a budget (a count: the same on a busy host).
@@ -668,5 +668,5 @@ setup-bench: deps $(BENCH)/cm_setup $(BENCH)/seal_cost preload ## bench: connect
 event-cpu-bench: deps $(BENCH)/syscall_loop preload ## bench: CPU time per event in the guest
 	@mkdir -p bench/results
 	{ echo "## CPU time per event (guest: \`scripts/rxe-vm -- scripts/event-cpu --rounds 9\`)"; \
-	  echo; $(RXE_VM) -- scripts/event-cpu --rounds 9 && echo && cat benches/event_cpu_notes.md; \
+	  echo; $(RXE_VM) -- scripts/event-cpu --rounds 9 && echo && cat bench/event_cpu_notes.md; \
 	} | tee bench/results/event-cpu.md
