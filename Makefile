@@ -81,8 +81,22 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs: under two minutes once target/ is built, seconds when nothing changed.
-check: fmt-check clippy cargo-test header-check abi-check lists-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists
+check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline
 	@echo "make check: all passed"
+
+# The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
+# small reports under tests/timeline/data, then its output on the committed real run's reports
+# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check. Python's standard
+# library only, no guest: a second or two.
+.PHONY: timeline-check
+TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
+timeline-check: build-deps ## test: the timeline converter's unit tests and its output on a real run's reports
+	python3 -m py_compile bin/cmsafe-timeline
+	@rm -rf bin/__pycache__
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/timeline
+	@mkdir -p target
+	bin/cmsafe-timeline -o target/timeline-real.json $(TIMELINE_REAL)
+	bin/cmsafe-timeline --check target/timeline-real.json $(TIMELINE_REAL)
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
@@ -281,7 +295,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
@@ -326,6 +340,9 @@ installed_man   := $(foreach p,$(MAN_PAGES),$(MANDIR)/$(notdir $(patsubst %/,%,$
 PRELOAD_LIB ?= $(LIBOUT)/libcmsafe_preload.so
 # Its launcher, installed as $(BINDIR)/cmsafe-audit:
 AUDIT_CMD   ?= bin/cmsafe-audit
+# The converter of its reports to a timeline (cmsafe-audit --timeline runs it from beside
+# itself), installed as $(BINDIR)/cmsafe-timeline:
+TIMELINE_CMD ?= bin/cmsafe-timeline
 
 .PHONY: install uninstall abi-check header-compile-check man-check version-check install-check
 
@@ -360,13 +377,15 @@ install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB) ## use: install into PREFIX (/usr
 	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(LIBDIR)/libcmsafe_preload.so; fi
 	if [ -f "$(AUDIT_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
 	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
+	if [ -f "$(TIMELINE_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
+	  $(INSTALL) -m 0755 "$(TIMELINE_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
 uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
-	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit)
+	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check

@@ -1,0 +1,327 @@
+# The timeline converter (bin/cmsafe-timeline) against small reports kept in data/: each written
+# by hand in the preload's format (preload/src/audit/report.rs) to hold one case, and one real
+# run's (data/real/, docs/preload.md, "Timeline"). Standard library only, run on the host by
+# `make timeline-check`: python3 -m unittest discover -s tests/timeline.
+
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+SCRIPT = os.path.join(HERE, "..", "..", "bin", "cmsafe-timeline")
+
+
+def load():
+    # The script has no .py suffix (it is a command): load it by its path.
+    loader = importlib.machinery.SourceFileLoader("cmsafe_timeline", SCRIPT)
+    spec = importlib.util.spec_from_loader("cmsafe_timeline", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+tl = load()
+
+
+def data(*parts):
+    return os.path.join(DATA, *parts)
+
+
+def run(*argv):
+    """main() with its output caught: (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = tl.main(list(argv))
+        except SystemExit as e:  # argparse's usage errors
+            status = e.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def convert(*names):
+    reports = tl.read_reports([data(n) for n in names])
+    trace = tl.convert(reports)
+    # What a viewer reads: the text, not the object.
+    trace = json.loads(json.dumps(trace))
+    return reports, trace
+
+
+def marks(trace, ph):
+    return [m for m in trace["traceEvents"] if m["ph"] == ph]
+
+
+def track_names(trace):
+    return {m["pid"]: m["args"]["name"] for m in trace["traceEvents"]
+            if m["ph"] == "M" and m["name"] == "process_name"}
+
+
+class Converted(unittest.TestCase):
+    def check_valid(self, reports, trace):
+        self.assertEqual(tl.validate(trace, reports), [])
+        n = sum(len(r.events) for r in reports)
+        self.assertEqual(len(marks(trace, "b")), n)
+        self.assertEqual(len(marks(trace, "e")), n)
+
+    def test_overlap_is_async_on_one_track(self):
+        reports, trace = convert("overlap.json")
+        self.check_valid(reports, trace)
+        begins = marks(trace, "b")
+        # One cm_id, one track, even though ROUTE_RESOLVED (1300-1550 us from 1000) and
+        # ESTABLISHED (1400-1700) overlap without nesting: async slices, one id each.
+        self.assertEqual({m["pid"] for m in begins}, {1})
+        self.assertEqual(len({m["id"] for m in begins}), 4)
+        by = {m["name"]: m for m in begins}
+        ends = {m["id"]: m for m in marks(trace, "e")}
+        route, est = by["ROUTE_RESOLVED"], by["ESTABLISHED"]
+        self.assertLess(est["ts"], ends[route["id"]]["ts"])
+        self.assertLess(ends[route["id"]]["ts"], ends[est["id"]]["ts"])
+        # Microseconds from the first record (get_ns 1000000).
+        self.assertEqual(by["ADDR_RESOLVED"]["ts"], 0.0)
+        self.assertEqual(ends[est["id"]]["ts"], 700.0)
+        self.assertEqual(route["args"]["held_ms"], 0.25)
+        self.assertIn("0x5610a0001000", track_names(trace)[1])
+        self.assertFalse(marks(trace, "X"), "no complete events: they would be dropped")
+
+    def test_never_acked_ends_at_the_reports_end(self):
+        reports, trace = convert("never_acked.json")
+        self.check_valid(reports, trace)
+        begin = [m for m in marks(trace, "b") if m["args"]["never_acked"]]
+        self.assertEqual(len(begin), 1)
+        self.assertEqual(begin[0]["name"], "DISCONNECTED (never acked)")
+        end = [m for m in marks(trace, "e") if m["id"] == begin[0]["id"]][0]
+        self.assertEqual(end["ts"], 2000.0)  # the report's last time, its own get
+        # Its end follows its begin though both are at one time.
+        events = trace["traceEvents"]
+        self.assertLess(events.index(begin[0]), events.index(end))
+        finding = marks(trace, "i")[0]
+        self.assertEqual(finding["name"], "never-acked")
+        self.assertEqual(finding["ts"], 2000.0)  # said at exit: the report's end
+
+    def test_findings_are_instants_with_their_text(self):
+        reports, trace = convert("findings.json")
+        self.check_valid(reports, trace)
+        found = {m["name"]: m for m in marks(trace, "i")}
+        self.assertEqual(set(found), {"late-ack", "foreign-ack", "cq-destroy-with-unacked"})
+        late = found["late-ack"]
+        self.assertIn("held 1500.0 ms", late["args"]["message"])
+        self.assertEqual(late["args"]["where"], "server+0x1a2b (main)")
+        # Written just before its own event's line, at that event's ack.
+        self.assertEqual(late["ts"], 1501000.0)
+        names = track_names(trace)
+        self.assertIn("no cm_id", names[found["foreign-ack"]["pid"]])
+        self.assertIn("COMPLETION", names[found["cq-destroy-with-unacked"]["pid"]])
+        # Between the acks of the lines around it: after DISCONNECTED's, before TIMEWAIT_EXIT's.
+        self.assertEqual(found["foreign-ack"]["args"]["said_between_us"], [1590100.0, 1690050.0])
+        for m in found.values():
+            self.assertEqual(m["s"], "t")
+        self.assertEqual(trace["otherData"]["records_of_other_kinds"], 1)
+
+    def test_multi_process_files_by_pid(self):
+        reports, trace = convert(os.path.join("multi", "report-%p.json"))
+        self.check_valid(reports, trace)
+        self.assertEqual([r.label for r in reports],
+                         ["pid 4101 (report-4101.json)", "pid 4102 (report-4102.json)"])
+        # The same cm_id address in two processes: two tracks.
+        names = track_names(trace)
+        self.assertEqual(len(names), 2)
+        self.assertTrue(any("pid 4101" in n for n in names.values()))
+        self.assertTrue(any("pid 4102" in n for n in names.values()))
+        # One time origin for both: the client's first event (19000000 ns).
+        self.assertEqual(min(m["ts"] for m in marks(trace, "b")), 0.0)
+        self.assertEqual(trace["otherData"]["origin_ns"], 19000000)
+
+    def test_per_track_times_never_go_back(self):
+        for name in ("overlap.json", "never_acked.json", "findings.json"):
+            _, trace = convert(name)
+            last = {}
+            for m in trace["traceEvents"]:
+                if m["ph"] == "M":
+                    continue
+                key = (m["pid"], m["tid"])
+                self.assertGreaterEqual(m["ts"], last.get(key, 0), name)
+                last[key] = m["ts"]
+
+
+class Validator(unittest.TestCase):
+    def setUp(self):
+        self.reports, self.trace = convert("overlap.json")
+
+    def problems(self):
+        return tl.validate(self.trace, self.reports)
+
+    def test_a_missing_end(self):
+        ev = self.trace["traceEvents"]
+        ev.remove(next(m for m in ev if m["ph"] == "e"))
+        self.assertTrue(any("never ended" in p for p in self.problems()))
+
+    def test_an_end_on_another_track(self):
+        next(m for m in self.trace["traceEvents"] if m["ph"] == "e")["tid"] += 1
+        self.assertTrue(any("name or track" in p for p in self.problems()))
+
+    def test_time_going_back(self):
+        marks(self.trace, "b")[-1]["ts"] = 0.5
+        self.assertTrue(any("goes back" in p for p in self.problems()))
+
+    def test_a_lost_event_record(self):
+        ev = self.trace["traceEvents"]
+        b = marks(self.trace, "b")[1]
+        ev[:] = [m for m in ev if m.get("id") != b["id"]]
+        self.assertTrue(any("overlap.json:2: event record in the timeline 0 times" in p
+                            for p in self.problems()))
+
+    def test_an_id_used_twice(self):
+        b = marks(self.trace, "b")
+        for m in self.trace["traceEvents"]:
+            if m.get("id") == b[1]["id"]:
+                m["id"] = b[0]["id"]
+        self.assertTrue(any("begun twice" in p for p in self.problems()))
+
+
+class BadInput(unittest.TestCase):
+    """Bad input never ends in a traceback: a line naming the file and line, status 1."""
+
+    def report(self, text):
+        fd, path = tempfile.mkstemp(suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def fails(self, text, *needles):
+        path = self.report(text)
+        status, out, err = run(path)
+        self.assertEqual(status, 1, err)
+        self.assertEqual(out, "")
+        for needle in (path,) + needles:
+            self.assertIn(needle, err)
+        self.assertNotIn("Traceback", err)
+        return err
+
+    good = json.dumps({"record": "event", "seq": 1, "type": "ESTABLISHED", "status": 0,
+                       "id": "0x10", "thread": 1, "get_ns": 5, "ack_ns": 9,
+                       "private_data_len": 0, "internal": False})
+
+    def test_not_json(self):
+        self.fails(self.good + "\n{\"record\": \"event\", \n", ":2: not JSON")
+
+    def test_not_an_object(self):
+        self.fails("[1, 2]\n", ":1: not a report record")
+
+    def test_a_missing_field(self):
+        rec = json.loads(self.good)
+        del rec["get_ns"]
+        self.fails(self.good + "\n" + json.dumps(rec) + "\n", ':2: event record without "get_ns"')
+
+    def test_a_wrong_type(self):
+        rec = json.loads(self.good)
+        rec["internal"] = 1
+        self.fails(json.dumps(rec) + "\n", ':1: "internal" is 1, not true or false')
+        rec = json.loads(self.good)
+        rec["seq"] = True
+        self.fails(json.dumps(rec) + "\n", ':1: "seq" is true, not an integer')
+
+    def test_an_id_that_is_no_address(self):
+        rec = json.loads(self.good)
+        rec["id"] = "id-1"
+        self.fails(json.dumps(rec) + "\n", ':1: "id" is "id-1"')
+
+    def test_an_ack_before_its_get(self):
+        rec = json.loads(self.good)
+        rec["ack_ns"] = 1
+        self.fails(json.dumps(rec) + "\n", ':1: "ack_ns" is before "get_ns"')
+
+    def test_a_finding_without_its_message(self):
+        self.fails('{"record":"finding","finding":"late-ack","seq":1,"type":"X","id":"0x1",'
+                   '"thread":1,"where":"w"}\n', ':1: finding record without "message"')
+
+    def test_not_utf8(self):
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.write(fd, b"\xff\xfe\n")
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        status, _, err = run(path)
+        self.assertEqual(status, 1)
+        self.assertIn("cannot read", err)
+
+    def test_a_missing_file(self):
+        status, _, err = run(data("no-such-report.json"))
+        self.assertEqual(status, 1)
+        self.assertIn("cannot read", err)
+
+    def test_no_file_for_a_pid_template(self):
+        status, _, err = run(data("none-%p.json"))
+        self.assertEqual(status, 1)
+        self.assertIn("no file matches", err)
+
+    def test_usage(self):
+        status, _, err = run()
+        self.assertEqual(status, 2)
+        self.assertIn("usage", err)
+        status, _, _ = run("--no-such-option", data("overlap.json"))
+        self.assertEqual(status, 2)
+
+    def test_no_report_at_all_with_missing_ok(self):
+        # cmsafe-audit --timeline's own run of a program that never touched librdmacm.
+        for name in ("none-%p.json", "none.json"):
+            status, out, err = run("--missing-ok", data(name))
+            self.assertEqual(status, 0, err)
+            self.assertEqual(json.loads(out)["traceEvents"], [])
+            self.assertIn("no report", err)
+
+    def test_empty_report_and_blank_lines(self):
+        path = self.report("\n\n")
+        status, out, _ = run(path)
+        self.assertEqual(status, 0)
+        self.assertEqual(json.loads(out)["traceEvents"], [])
+
+    def test_check_of_a_timeline_that_is_not_json(self):
+        path = self.report("{not json")
+        status, _, err = run("--check", path, data("overlap.json"))
+        self.assertEqual(status, 1)
+        self.assertIn("not JSON", err)
+        self.assertNotIn("Traceback", err)
+
+
+class Launcher(unittest.TestCase):
+    """cmsafe-audit --timeline OUT --from REPORT...: the launcher's way to the converter."""
+
+    def test_from_reports(self):
+        audit = os.path.join(os.path.dirname(SCRIPT), "cmsafe-audit")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "t.json")
+            template = data("multi", "report-%p.json")
+            done = subprocess.run([audit, "--timeline", out, "--from", template],
+                                  capture_output=True, text=True, check=False)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(out, encoding="utf-8") as f:
+                trace = json.load(f)
+            self.assertEqual(tl.validate(trace, tl.read_reports([template])), [])
+            done = subprocess.run([audit, "--from", template], capture_output=True, text=True,
+                                  check=False)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("usage", done.stderr)
+
+
+class RealRun(unittest.TestCase):
+    """The reports of a real run (rping and ucmatose, client and server, in the Soft-RoCE
+    guest): every event there, and a valid timeline."""
+
+    def test_real_reports(self):
+        real = data("real")
+        names = sorted(f for f in os.listdir(real) if f.endswith(".json"))
+        self.assertTrue(names, "no real reports under data/real")
+        reports = tl.read_reports([os.path.join(real, n) for n in names])
+        trace = json.loads(json.dumps(tl.convert(reports)))
+        self.assertEqual(tl.validate(trace, reports), [])
+        self.assertGreater(sum(len(r.events) for r in reports), 10)
+
+
+if __name__ == "__main__":
+    unittest.main()
