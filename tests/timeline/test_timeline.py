@@ -87,7 +87,38 @@ class Converted(unittest.TestCase):
         self.assertEqual(ends[est["id"]]["ts"], 700.0)
         self.assertEqual(route["args"]["held_ms"], 0.25)
         self.assertIn("0x5610a0001000", track_names(trace)[1])
-        self.assertFalse(marks(trace, "X"), "no complete events: they would be dropped")
+        # Events are async slices, never complete ones, which would be dropped on overlap.
+        self.assertFalse(marks(trace, "X"))
+
+    def test_a_connect_request_is_an_arrow_from_its_listen_id(self):
+        reports, trace = convert("listener.json")
+        self.check_valid(reports, trace)
+        names = track_names(trace)
+        pid = {cm: p for p, name in names.items() for cm in [name.split()[1]]}
+        # The listen id got no event of its own: a track named for what it is.
+        self.assertEqual(names[pid["0x5610b0001000"]],
+                         "cm_id 0x5610b0001000 (listen id) - listener.json")
+        starts, finishes = marks(trace, "s"), marks(trace, "f")
+        self.assertEqual(len(starts), 2)
+        self.assertEqual(len(finishes), 2)
+        for s in starts:
+            self.assertEqual(s["pid"], pid["0x5610b0001000"])
+        ends = {f["id"]: f for f in finishes}
+        self.assertEqual({ends[s["id"]]["pid"] for s in starts},
+                         {pid["0x5610b0002000"], pid["0x5610b0003000"]})
+        for s in starts:
+            f = ends[s["id"]]
+            self.assertEqual((s["ts"], f["ts"], f["bp"]), (f["ts"], s["ts"], "e"))
+        # Each end sits on a mark of no length on its thread row, which the arrow binds to.
+        xs = {(m["pid"], m["tid"], m["ts"]) for m in marks(trace, "X")}
+        for m in starts + finishes:
+            self.assertIn((m["pid"], m["tid"], m["ts"]), xs)
+        # ESTABLISHED (listen_id null) draws no arrow.
+        self.assertEqual(len(marks(trace, "X")), 4)
+
+    def test_reports_without_listen_ids_draw_no_arrows(self):
+        reports, trace = convert("overlap.json")
+        self.assertFalse(marks(trace, "s") + marks(trace, "f"))
 
     def test_never_acked_ends_at_the_reports_end(self):
         reports, trace = convert("never_acked.json")
@@ -232,6 +263,11 @@ class BadInput(unittest.TestCase):
         rec["id"] = "id-1"
         self.fails(json.dumps(rec) + "\n", ':1: "id" is "id-1"')
 
+    def test_a_listen_id_that_is_no_address(self):
+        rec = json.loads(self.good)
+        rec["listen_id"] = 7
+        self.fails(json.dumps(rec) + "\n", ':1: "listen_id" is 7')
+
     def test_an_ack_before_its_get(self):
         rec = json.loads(self.good)
         rec["ack_ns"] = 1
@@ -321,6 +357,12 @@ class RealRun(unittest.TestCase):
         trace = json.loads(json.dumps(tl.convert(reports)))
         self.assertEqual(tl.validate(trace, reports), [])
         self.assertGreater(sum(len(r.events) for r in reports), 10)
+        # Each CONNECT_REQUEST names its listen id: one arrow each, listener to new id.
+        requests = [e for r in reports for _, e in r.events if e["type"] == "CONNECT_REQUEST"]
+        self.assertTrue(requests)
+        self.assertTrue(all(e["listen_id"] for e in requests))
+        self.assertEqual(len(marks(trace, "s")), len(requests))
+        self.assertEqual(len(marks(trace, "f")), len(requests))
 
 
 if __name__ == "__main__":

@@ -86,11 +86,18 @@ impl ReportFile {
     #[inline(never)]
     fn write_event(&mut self, r: &Record) {
         let line = format!(
-            "{{\"record\":\"event\",\"seq\":{},\"type\":\"{}\",\"status\":{},\"id\":\"{:#x}\",\"thread\":{},\"get_ns\":{},\"ack_ns\":{},\"private_data_len\":{},\"internal\":{}}}",
+            "{{\"record\":\"event\",\"seq\":{},\"type\":\"{}\",\"status\":{},\"id\":\"{:#x}\",\"listen_id\":{},\"thread\":{},\"get_ns\":{},\"ack_ns\":{},\"private_data_len\":{},\"internal\":{}}}",
             r.seq,
             r.type_name(),
             r.status,
             r.id,
+            // A CONNECT_REQUEST's listen id (its owner), so a reader can tell which listener
+            // each connection came through; null for every other event.
+            if r.owner != 0 && r.owner != r.id {
+                format!("\"{:#x}\"", r.owner)
+            } else {
+                "null".to_string()
+            },
             r.thread,
             r.get_ns,
             if r.ack_ns == 0 { "null".to_string() } else { r.ack_ns.to_string() },
