@@ -116,6 +116,19 @@ class Converted(unittest.TestCase):
         # ESTABLISHED (listen_id null) draws no arrow.
         self.assertEqual(len(marks(trace, "X")), 4)
 
+    def test_a_destroy_is_an_instant_on_its_ids_track(self):
+        reports, trace = convert("listener.json")
+        names = track_names(trace)
+        destroys = [m for m in marks(trace, "i") if m["cat"] == "destroy"]
+        self.assertEqual(len(destroys), 2)
+        by_id = {m["args"]["cm_id"]: m for m in destroys}
+        self.assertEqual(by_id["0x5610b0003000"]["ts"], 400.0)  # from get_ns 2000000
+        self.assertIn("0x5610b0003000 (first event CONNECT_REQUEST)",
+                      names[by_id["0x5610b0003000"]["pid"]])
+        # An id destroyed with no event of its own still gets a track that says so.
+        self.assertIn("0x5610b0004000 (no event, destroyed)", names[by_id["0x5610b0004000"]["pid"]])
+        self.assertEqual(by_id["0x5610b0004000"]["tid"], 801)
+
     def test_reports_without_listen_ids_draw_no_arrows(self):
         reports, trace = convert("overlap.json")
         self.assertFalse(marks(trace, "s") + marks(trace, "f"))
@@ -263,6 +276,10 @@ class BadInput(unittest.TestCase):
         rec["id"] = "id-1"
         self.fails(json.dumps(rec) + "\n", ':1: "id" is "id-1"')
 
+    def test_a_destroy_without_its_time(self):
+        rec = {"record": "destroy", "id": "0x10", "thread": 1}
+        self.fails(json.dumps(rec) + "\n", ':1: destroy record without "at_ns"')
+
     def test_a_listen_id_that_is_no_address(self):
         rec = json.loads(self.good)
         rec["listen_id"] = 7
@@ -363,6 +380,10 @@ class RealRun(unittest.TestCase):
         self.assertTrue(all(e["listen_id"] for e in requests))
         self.assertEqual(len(marks(trace, "s")), len(requests))
         self.assertEqual(len(marks(trace, "f")), len(requests))
+        # Every rdma_destroy_id the preload saw is an instant on its id's track.
+        destroys = sum(len(r.destroys) for r in reports)
+        self.assertGreater(destroys, 10)
+        self.assertEqual(len([m for m in marks(trace, "i") if m["cat"] == "destroy"]), destroys)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,18 @@ impl ReportFile {
         self.write_line(&line);
     }
 
+    /// rdma_destroy_id(id) returned, at `at_ns` (the events' clock), called by `thread`: the
+    /// end of the id's life, which a timeline draws (bin/cmsafe-timeline).
+    pub fn destroy(&mut self, id: usize, thread: i32, at_ns: u64) {
+        if self.path.is_none() {
+            return;
+        }
+        let line = format!(
+            "{{\"record\":\"destroy\",\"id\":\"{id:#x}\",\"thread\":{thread},\"at_ns\":{at_ns}}}"
+        );
+        self.write_line(&line);
+    }
+
     pub fn finding(&mut self, f: &Finding) {
         if self.path.is_none() {
             return;
