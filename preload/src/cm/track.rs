@@ -570,7 +570,7 @@ impl State {
     /// After rdma_destroy_id(id), called by `thread` from `at`, returned: safe mode's acked
     /// copies of its events may go.
     pub fn destroyed(&mut self, id: usize, thread: i32, at: usize) {
-        self.report.destroy(id, thread, now_ns());
+        self.report.destroy(id, thread);
         self.copies.id_destroyed(id);
         self.objects.id_destroyed(id, thread, at);
     }
