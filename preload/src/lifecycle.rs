@@ -38,13 +38,10 @@ extern "C" fn at_exit() {
     crate::sys::quiet::run(|| {
         // The CQ and async counts first: their never-acked findings go into the tracker's
         // summary.
-        let lines: Vec<String> = [
-            crate::verbs::cq::at_exit(),
-            crate::verbs::async_events::at_exit(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let lines: Vec<String> = [CQS.at_exit(), ASYNCS.at_exit()]
+            .into_iter()
+            .flatten()
+            .collect();
         let lines = (!lines.is_empty()).then(|| lines.concat());
         let summary = {
             let mut guard = STATE.lock();
@@ -87,8 +84,8 @@ extern "C" fn after_fork_child() {
     crate::sys::whereis::forget_thread_id();
     crate::cm::watch::after_fork_in_child();
     crate::cm::readers::after_fork_in_child();
-    crate::verbs::cq::after_fork_in_child();
-    crate::verbs::async_events::after_fork_in_child();
+    CQS.after_fork_in_child();
+    ASYNCS.after_fork_in_child();
     if let Some(s) = STATE.lock().as_mut() {
         s.after_fork_in_child();
     }

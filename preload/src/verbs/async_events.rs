@@ -11,7 +11,7 @@
 
 use crate::audit::findings::{Finding, Kind};
 use crate::verbs::counted::{derefs_to_count, Count, Counted, Tally};
-use cmsafe_core::fork_lock::ForkSafeMutex;
+use crate::verbs::family::{AtExit, Family};
 
 /// The objects whose destroy waits for their async events to be acked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,11 +111,6 @@ pub struct Asyncs {
 }
 
 impl Asyncs {
-    /// The totals, for the summary: every event, port and device events too.
-    pub fn tally(&self) -> &Tally {
-        &self.table.tally
-    }
-
     /// ibv_get_async_event returned an event of type `t`, in `thread`, called from `place`.
     pub fn got(&mut self, t: i32, element: usize, thread: i32, place: usize) {
         let Some(kind) = Object::of_event(t) else {
@@ -188,48 +183,40 @@ impl Asyncs {
     }
 }
 
-pub static ASYNCS: ForkSafeMutex<Option<Asyncs>> = ForkSafeMutex::new(None);
+/// The process's QPs, CQs, SRQs and WQs, and its device's port events.
+pub static ASYNCS: Family<Asyncs> = Family::new();
 
-/// Runs `f` on the async-event counts, creating them on first use.
-pub fn with_asyncs<R>(f: impl FnOnce(&mut Asyncs) -> R) -> R {
-    let mut guard = ASYNCS.lock();
-    f(guard.get_or_insert_with(Asyncs::default))
-}
+impl AtExit for Asyncs {
+    const EVENTS: &'static str = "async events";
 
-/// In a child after fork(2): the parent's events are not the child's to ack.
-pub fn after_fork_in_child() {
-    *ASYNCS.lock() = None;
-}
-
-/// At exit: an async-never-acked finding per object with events got and never acked (said
-/// through the tracker), and the summary's line on async events (None when none went through).
-pub fn at_exit() -> Option<String> {
-    let (left, line) = {
-        let guard = ASYNCS.lock();
-        let q = guard.as_ref()?;
-        let line = q.tally().line("async events")?;
-        (q.never_acked(), line)
-    };
-    for ((kind, element), o) in left {
-        let what = kind.name();
-        let f = Finding::about_object(
-            Kind::AsyncNeverAcked,
-            type_name(o.last_type),
-            element,
-            o.threads.first(),
-            "exit".to_string(),
-            format!(
-                "{} async events of {what} {element:#x} never acked (got {}, acked {}, the last {}; got by {}): ibv_destroy_{what}({what}) would wait for them forever",
-                o.owed(),
-                o.got,
-                o.acked,
-                type_name(o.last_type),
-                o.threads.describe()
-            ),
-        );
-        crate::cm::track::with_state(|s| s.add_finding(f));
+    /// Every event, port and device events too.
+    fn tally(&self) -> &Tally {
+        &self.table.tally
     }
-    Some(line)
+
+    fn never_acked_findings(&self) -> Vec<Finding> {
+        self.never_acked()
+            .into_iter()
+            .map(|((kind, element), o)| {
+                let what = kind.name();
+                Finding::about_object(
+                    Kind::AsyncNeverAcked,
+                    type_name(o.last_type),
+                    element,
+                    o.threads.first(),
+                    "exit".to_string(),
+                    format!(
+                        "{} async events of {what} {element:#x} never acked (got {}, acked {}, the last {}; got by {}): ibv_destroy_{what}({what}) would wait for them forever",
+                        o.owed(),
+                        o.got,
+                        o.acked,
+                        type_name(o.last_type),
+                        o.threads.describe()
+                    ),
+                )
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

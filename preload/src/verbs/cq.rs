@@ -11,8 +11,8 @@
 //! come after the destroy.
 
 use crate::audit::findings::{Finding, Kind};
-use crate::verbs::counted::{derefs_to_count, Count, Counted};
-use cmsafe_core::fork_lock::ForkSafeMutex;
+use crate::verbs::counted::{derefs_to_count, Count, Counted, Tally};
+use crate::verbs::family::{AtExit, Family};
 
 /// One CQ's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,15 +74,6 @@ pub struct Cqs {
 }
 
 impl Cqs {
-    pub fn new() -> Self {
-        Cqs::default()
-    }
-
-    /// The totals, for the summary.
-    pub fn tally(&self) -> &crate::verbs::counted::Tally {
-        &self.table.tally
-    }
-
     /// ibv_get_cq_event returned an event of `cq`, read from `channel`, in `thread`, called from
     /// `place`.
     pub fn got(&mut self, cq: usize, channel: usize, thread: i32, place: usize) {
@@ -178,46 +169,37 @@ impl Cqs {
     }
 }
 
-pub static CQS: ForkSafeMutex<Option<Cqs>> = ForkSafeMutex::new(None);
+/// The process's CQs.
+pub static CQS: Family<Cqs> = Family::new();
 
-/// Runs `f` on the CQ counts, creating them on first use.
-pub fn with_cqs<R>(f: impl FnOnce(&mut Cqs) -> R) -> R {
-    let mut guard = CQS.lock();
-    f(guard.get_or_insert_with(Cqs::new))
-}
+impl AtExit for Cqs {
+    const EVENTS: &'static str = "completion events";
 
-/// In a child after fork(2): the parent's CQ events are not the child's to ack.
-pub fn after_fork_in_child() {
-    *CQS.lock() = None;
-}
-
-/// At exit: a cq-never-acked finding for each CQ with events got and never acked (said through
-/// the tracker), and the summary's line on completion events (None when none went through).
-pub fn at_exit() -> Option<String> {
-    let (left, line) = {
-        let guard = CQS.lock();
-        let q = guard.as_ref()?;
-        let line = q.tally().line("completion events")?;
-        (q.never_acked(), line)
-    };
-    for (cq, c) in left {
-        let f = Finding::about_object(
-            Kind::CqNeverAcked,
-            "COMPLETION",
-            cq,
-            c.threads.first(),
-            "exit".to_string(),
-            format!(
-                "{} completion events of this CQ never acked (got {}, acked {}; got by {}): ibv_destroy_cq(cq {cq:#x}) would wait for them forever",
-                c.owed(),
-                c.got,
-                c.acked,
-                c.getters()
-            ),
-        );
-        crate::cm::track::with_state(|s| s.add_finding(f));
+    fn tally(&self) -> &Tally {
+        &self.table.tally
     }
-    Some(line)
+
+    fn never_acked_findings(&self) -> Vec<Finding> {
+        self.never_acked()
+            .into_iter()
+            .map(|(cq, c)| {
+                Finding::about_object(
+                    Kind::CqNeverAcked,
+                    "COMPLETION",
+                    cq,
+                    c.threads.first(),
+                    "exit".to_string(),
+                    format!(
+                        "{} completion events of this CQ never acked (got {}, acked {}; got by {}): ibv_destroy_cq(cq {cq:#x}) would wait for them forever",
+                        c.owed(),
+                        c.got,
+                        c.acked,
+                        c.getters()
+                    ),
+                )
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -230,7 +212,7 @@ mod tests {
 
     #[test]
     fn gets_and_acks_balance() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         q.got(A, CH, 7, 0x100);
         q.got(A, CH, 7, 0x104);
         q.got(A, CH, 8, 0x108);
@@ -261,7 +243,7 @@ mod tests {
 
     #[test]
     fn over_ack_passes_in_audit_and_is_absorbed_in_safe() {
-        let mut audit = Cqs::new();
+        let mut audit = Cqs::default();
         audit.got(A, CH, 7, 0);
         let v = audit.ack(A, || CH, 3, false);
         assert_eq!((v.pass, v.absorbed), (3, 0));
@@ -274,7 +256,7 @@ mod tests {
         assert_eq!((c.acked, c.over()), (3, 2));
         assert_eq!(audit.destroying(A), Some(DestroyIssue::OverAcked(c)));
 
-        let mut safe = Cqs::new();
+        let mut safe = Cqs::default();
         safe.got(A, CH, 7, 0);
         let v = safe.ack(A, || CH, 3, true);
         assert_eq!((v.pass, v.absorbed), (1, 2));
@@ -286,7 +268,7 @@ mod tests {
 
     #[test]
     fn ack_of_a_cq_never_got_from_is_an_over_ack() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         let v = q.ack(B, || CH, 1, false);
         assert!(matches!(v.issue, Some(AckIssue::OverAck { n: 1, ref before }) if before.got == 0));
         assert_eq!(q.get(B).unwrap().over(), 1);
@@ -294,7 +276,7 @@ mod tests {
 
     #[test]
     fn ack_against_the_other_cq_of_the_channel() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         q.got(A, CH, 7, 0);
         q.got(A, CH, 7, 0);
         // A CQ on another channel owing acks is no excuse.
@@ -317,7 +299,7 @@ mod tests {
         assert!(matches!(q.destroying(A), Some(DestroyIssue::Unacked(c)) if c.owed() == 2));
         assert!(matches!(q.destroying(B), Some(DestroyIssue::OverAcked(c)) if c.over() == 1));
         // Safe mode keeps the wrong ack from libibverbs.
-        let mut s = Cqs::new();
+        let mut s = Cqs::default();
         s.got(A, CH, 7, 0);
         let v = s.ack(B, || CH, 1, true);
         assert_eq!((v.pass, v.absorbed), (0, 1));
@@ -334,7 +316,7 @@ mod tests {
 
     #[test]
     fn safe_destroy_prepays_then_absorbs_later_acks() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         q.got(A, CH, 7, 0);
         q.got(A, CH, 7, 0);
         q.ack(A, || CH, 1, true);
@@ -380,7 +362,7 @@ mod tests {
 
     #[test]
     fn never_acked_skips_reported_and_balanced() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         q.got(A, CH, 7, 0);
         q.got(B, CH, 8, 0);
         q.got(B, CH, 8, 0);
@@ -395,7 +377,7 @@ mod tests {
 
     #[test]
     fn memory_stays_bounded() {
-        let mut q = Cqs::new();
+        let mut q = Cqs::default();
         for i in 0..10_000usize {
             let cq = 0x1_0000 + i * 0x100;
             q.got(cq, CH, 7, 0);

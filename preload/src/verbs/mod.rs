@@ -4,6 +4,7 @@
 pub mod async_events;
 pub mod counted;
 pub mod cq;
+pub mod family;
 pub mod getters;
 pub mod say;
 pub mod wrap_async;

@@ -57,7 +57,7 @@ pub unsafe extern "C-unwind" fn get_async_event(
     let (t, element) = unsafe { read_event(event) };
     crate::lifecycle::quietly(|| {
         let thread = whereis::thread_id();
-        async_events::with_asyncs(|q| q.got(t, element, thread, whereis::place(ret)));
+        async_events::ASYNCS.with(|q| q.got(t, element, thread, whereis::place(ret)));
     });
     rc
 }
@@ -112,7 +112,7 @@ pub unsafe extern "C-unwind" fn ack_async_event(event: *mut c_void, ret: usize) 
     let mut pass = true;
     crate::lifecycle::quietly(|| {
         let safe = CONFIG.mode == Mode::Safe;
-        let v = async_events::with_asyncs(|q| q.ack(t, element, safe));
+        let v = async_events::ASYNCS.with(|q| q.ack(t, element, safe));
         pass = v.pass;
         if let (Some(issue), Some(kind)) = (&v.issue, Object::of_event(t)) {
             let (finding, message) = ack_message(t, kind, element, issue);
@@ -169,15 +169,15 @@ fn destroy_message(kind: Object, element: usize, o: &Obj) -> (Kind, String) {
 pub fn before_destroy(kind: Object, element: usize, ret: usize) {
     let mut owed = (0, 0);
     crate::lifecycle::quietly(|| {
-        let probe = || async_events::with_asyncs(|q| q.destroying(kind, element));
+        let probe = || async_events::ASYNCS.with(|q| q.destroying(kind, element));
         let Some(o) = getters::settled(probe, |o| (o.owed() > 0).then(|| o.threads.clone())) else {
             return;
         };
         let (finding, message) = destroy_message(kind, element, &o);
         if CONFIG.mode == Mode::Safe && finding == Kind::AsyncDestroyWithUnacked {
-            owed = async_events::with_asyncs(|q| q.prepay(kind, element));
+            owed = async_events::ASYNCS.with(|q| q.prepay(kind, element));
         }
-        async_events::with_asyncs(|q| q.mark_reported(kind, element));
+        async_events::ASYNCS.with(|q| q.mark_reported(kind, element));
         crate::verbs::say::say_about(
             finding,
             type_name(o.last_type),
@@ -202,7 +202,7 @@ pub fn before_destroy(kind: Object, element: usize, ret: usize) {
 
 /// After the destroy of `kind` at `element` returned `rc`.
 pub fn after_destroy(kind: Object, element: usize, rc: i32) {
-    crate::lifecycle::quietly(|| async_events::with_asyncs(|q| q.destroyed(kind, element, rc)));
+    crate::lifecycle::quietly(|| async_events::ASYNCS.with(|q| q.destroyed(kind, element, rc)));
 }
 
 /// A destroy that waits for the object's async events: judged, then passed on.

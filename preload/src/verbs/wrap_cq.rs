@@ -47,7 +47,7 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     let got = unsafe { *cq } as usize;
     crate::lifecycle::quietly(|| {
         let thread = whereis::thread_id();
-        cq::with_cqs(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
+        cq::CQS.with(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
     });
     rc
 }
@@ -125,7 +125,7 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
         // SAFETY: asked only for a CQ not known destroyed, which the program passes to
         // libibverbs (which locks its mutex): a live struct ibv_cq.
         let channel = || unsafe { (*(cq as *const CqHead)).channel } as usize;
-        let v = cq::with_cqs(|q| q.ack(cq as usize, channel, n, safe));
+        let v = cq::CQS.with(|q| q.ack(cq as usize, channel, n, safe));
         pass = v.pass;
         if let Some(issue) = &v.issue {
             let (kind, message) = ack_message(cq as usize, n, v.pass, issue);
@@ -144,7 +144,7 @@ pub unsafe extern "C-unwind" fn ack_cq_events(cq: *mut c_void, nevents: c_uint, 
 /// The destroy's issue once the threads that got the CQ's unacked events had their grace.
 fn settled(cq: usize) -> Option<DestroyIssue> {
     getters::settled(
-        || cq::with_cqs(|q| q.destroying(cq)),
+        || cq::CQS.with(|q| q.destroying(cq)),
         |issue| match issue {
             DestroyIssue::Unacked(c) => Some(c.threads.clone()),
             DestroyIssue::OverAcked(_) => None,
@@ -210,9 +210,9 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
         };
         let (kind, message) = destroy_message(cq as usize, &issue, whereis::describe(c.last_get));
         if CONFIG.mode == Mode::Safe && kind == Kind::CqDestroyWithUnacked {
-            owed_acks = cq::with_cqs(|q| q.prepay(cq as usize));
+            owed_acks = cq::CQS.with(|q| q.prepay(cq as usize));
         }
-        cq::with_cqs(|q| q.mark_reported(cq as usize));
+        cq::CQS.with(|q| q.mark_reported(cq as usize));
         say(kind, cq as usize, ret, message);
     });
     if owed_acks > 0 {
@@ -223,7 +223,7 @@ pub unsafe extern "C-unwind" fn destroy_cq(cq: *mut c_void, ret: usize) -> i32 {
     }
     // SAFETY: passed on as given.
     let rc = unsafe { real(cq) };
-    crate::lifecycle::quietly(|| cq::with_cqs(|q| q.destroyed(cq as usize, rc)));
+    crate::lifecycle::quietly(|| cq::CQS.with(|q| q.destroyed(cq as usize, rc)));
     wrap_async::after_destroy(Object::Cq, cq as usize, rc);
     rc
 }
