@@ -166,6 +166,32 @@ class ReportCheck:
         return found
 
 
+def report_lines(name: str, text: str) -> tuple[list[str], list[str]]:
+    """A JSON report's lines, one record each, and the problem "NAME: the last line has no
+    newline" when so (the preload writes whole lines: a cut one is a write that failed)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+        return lines, []
+    return lines, ["%s: the last line has no newline" % name] if lines else []
+
+
+def report_record(name: str, n: int, line: str) -> tuple[dict | None, list[str]]:
+    """Line N of the JSON report NAME: its record (None when it is no record of the preload's)
+    and its problems, "NAME:N ...": not JSON, not an event, finding or destroy record, a record
+    without its fields."""
+    try:
+        o = json.loads(line)
+    except ValueError as e:
+        return None, ["%s:%d is not JSON (%s): %.100s" % (name, n, e, line)]
+    if not isinstance(o, dict) or o.get("record") not in NEED:
+        return None, ["%s:%d: not an event, finding or destroy record: %.100s" % (name, n, line)]
+    missing = [k for k in NEED[o["record"]] if k not in o]
+    if missing:
+        return o, ["%s:%d: %s record without %s" % (name, n, o["record"], ", ".join(missing))]
+    return o, []
+
+
 def check_report(paths: Sequence[str], kind: str = "-", seq: str = "*", typ: str = "*",
                  nevents: str = "*", token: str = "", foreign_seq_ok: bool = False) -> ReportCheck:
     """The JSON reports PATHS: each present, every line JSON with its record's fields and an
@@ -186,26 +212,16 @@ def check_report(paths: Sequence[str], kind: str = "-", seq: str = "*", typ: str
             continue
         if token and token.encode() in raw:
             out.append("private data bytes (%s...) in the JSON report %s" % (token, name))
-        lines = raw.decode("utf-8", "replace").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        elif lines:
-            out.append("JSON %s: the last line has no newline" % name)
+        lines, problems = report_lines(name, raw.decode("utf-8", "replace"))
+        out += ["JSON " + p for p in problems]
         if not lines:
             out.append("JSON %s is empty" % name)
         for n, line in enumerate(lines, 1):
-            try:
-                o = json.loads(line)
-            except ValueError as e:
-                out.append("JSON %s:%d is not JSON (%s): %.100s" % (name, n, e, line))
-                continue
-            if not isinstance(o, dict) or o.get("record") not in NEED:
-                out.append("JSON %s:%d: not an event, finding or destroy record: %.100s" % (name, n, line))
+            o, problems = report_record(name, n, line)
+            out += ["JSON " + p for p in problems]
+            if o is None:
                 continue
             rec = o["record"]
-            missing = [k for k in NEED[rec] if k not in o]
-            if missing:
-                out.append("JSON %s:%d: %s record without %s" % (name, n, rec, ", ".join(missing)))
             if rec != "destroy" and not isinstance(o.get("seq"), int) and not (
                     rec == "finding" and foreign_seq_ok):
                 out.append("JSON %s:%d: seq %r is not an integer" % (name, n, o.get("seq")))
