@@ -481,6 +481,22 @@ class PairTest(unittest.TestCase):
         self.h.pair_problems("base", prog, os.path.join(self.dir, "fake"), r, "0")
         self.assertEqual(self.h.t.problems, ["without the preload: server: exited early with 4, want 0"])
 
+    def test_listening(self):
+        ids = ("link rxe0/1 cm-idn 3 state LISTEN ps TCP pid 812 comm rping src-addr 192.0.2.1:7174 "
+               "dst-addr 0.0.0.0:0\nlink rxe0/1 cm-idn 4 state CONNECT ps TCP pid 813 comm ucmatose "
+               "src-addr 192.0.2.1:7471 dst-addr 192.0.2.1:40000\n")
+        self.assertTrue(real.cm_listening(ids, "rping:192.0.2.1:7174"))
+        self.assertFalse(real.cm_listening(ids, "rping:192.0.2.1:7175"))
+        self.assertFalse(real.cm_listening(ids, "udaddy:192.0.2.1:7174"))
+        self.assertTrue(real.cm_listening(ids, "udaddy:192.0.2.1:7174", True))
+        self.assertFalse(real.cm_listening(ids, "ucmatose:192.0.2.1:7471", True))
+        out = os.path.join(self.dir, "s.out")
+        with open(out, "w") as f:
+            f.write("iser-target: ready\n")
+        self.assertTrue(real.listening("log:iser-target: ready", out))
+        self.assertFalse(real.listening("log:iser-target: ready", out, True))
+        self.assertFalse(real.listening("log:iser-target: ready", out + "x"))
+
     def test_verdict_shows_the_logs(self):
         self.h.t.problem("p")
         with open(os.path.join(self.dir, "x.audit.client.err"), "w") as f:

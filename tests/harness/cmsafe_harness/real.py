@@ -718,17 +718,22 @@ def _output(argv: Sequence[str]) -> str:
         return ""
 
 
+def cm_listening(cm_ids: str, where: str, any_program: bool = False) -> bool:
+    """`rdma res show cm_id` (CM_IDS) has a LISTEN id of WHERE's program (COMM:ADDR:PORT; ANY_PROGRAM:
+    any program) at its address."""
+    comm, _, addr = where.partition(":")
+    if any_program:
+        comm = "[^ ]+"
+    return re.search("state LISTEN [^\n]*comm %s src-addr %s " % (comm, addr), cm_ids) is not None
+
+
 def listening(spec: str, server_out: str, any_program: bool = False) -> bool:
     """Something listens as SPEC says: cm:COMM:ADDR:PORT (that program, at that address, in
     `rdma res show cm_id`; ANY_PROGRAM: any program), tcp:PORT, log:TEXT (the server's stdout
     says it; nothing to wait for before the server starts)."""
     kind, _, rest = spec.partition(":")
     if kind == "cm":
-        comm, _, addr = rest.partition(":")
-        if any_program:
-            comm = "[^ ]+"
-        return re.search("state LISTEN [^\n]*comm %s src-addr %s " % (comm, addr),
-                         _output(["rdma", "res", "show", "cm_id"])) is not None
+        return cm_listening(_output(["rdma", "res", "show", "cm_id"]), rest, any_program)
     if kind == "tcp":
         return _output(["ss", "-Hltn", "sport = :%s" % rest]) != ""
     if kind == "log":
