@@ -590,7 +590,7 @@ FIELD_INTRO = (
     "before ack: from `rdma_get_cm_event` returning to the program's `rdma_ack_cm_event`. "
     "A late-ack on io_demo's server is UCX holding each CONNECT_REQUEST until the "
     "application accepts the connection (by design: the event is UCX's connection-request "
-    "handle; see scripts/preload-real-programs), the one finding the test allows there. "
+    "handle; see tests/harness/cmsafe_harness/real_programs.py), the one finding the test allows there. "
     "These runs set the late-ack threshold to 120 s (a hang guard: the guest's hold times "
     "are the emulator's); 'held over 1 s' counts the events the default threshold "
     "(1000 ms) would have reported as late-ack.")
@@ -959,7 +959,7 @@ class Harness:
             base_secs = r.secs
             if self.perftest_bug(prog, pfx + ".base", "base", r):
                 self.t.skip(what, "the reference run's client hit perftest's retry after a REJECTED connect "
-                                  "(status 8, then SIGSEGV in librdmacm; see PROGRAMS)")
+                                  "(status 8, then SIGSEGV in librdmacm; see real_programs.py)")
                 self.timings.append("%s: %ss without the preload (perftest's retry)" % (prog.name, base_secs))
                 continue
             note = self.pair_problems("base", prog, pfx, r, want_srv)
