@@ -20,7 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cmsafe_harness import guest, real, real_programs  # noqa: E402
-from cmsafe_harness.real_programs import Allow, Program, Step  # noqa: E402
+from cmsafe_harness.real_programs import Program, Step  # noqa: E402
 from cmsafe_harness.tally import Tally  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real")
