@@ -81,7 +81,7 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs: under two minutes once target/ is built, seconds when nothing changed.
-check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline
+check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
 	@echo "make check: all passed"
 
 # The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
@@ -97,6 +97,13 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	@mkdir -p target
 	bin/cmsafe-timeline -o target/timeline-real.json $(TIMELINE_REAL)
 	bin/cmsafe-timeline --check target/timeline-real.json $(TIMELINE_REAL)
+
+# The guest harnesses' package (tests/harness/cmsafe_harness): its checks held to logs recorded
+# on the real stack, and its processes' supervision, on the host. Python's standard library only
+# (3.9 and newer: every stack root runs it), no guest: a few seconds.
+.PHONY: harness-check
+harness-check: build-deps ## test: the guest harnesses' checks on recorded logs, on the host
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/harness -t tests/harness
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
@@ -295,7 +302,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

@@ -1,0 +1,25 @@
+"""python3 -m cmsafe_harness HARNESS [ARGS...]: runs one harness (scripts/ name each)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# The harnesses: the name scripts/ give, and the module that runs it (its main(argv) -> int).
+HARNESSES = {
+    "misuse": "cmsafe_harness.misuse",
+    "real": "cmsafe_harness.real",
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in HARNESSES:
+        print("usage: python3 -m cmsafe_harness {%s} [ARGS...]" % ",".join(sorted(HARNESSES)),
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(HARNESSES[argv[0]])
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""Running programs under supervision: every wait has a deadline, every kill is said.
+
+Process creation is slow in the guest (TCG, the root over 9p: about half a second per exec), so
+nothing here forks a helper: logs are read by this process, deadlines are the monotonic clock's.
+Exit statuses follow the shell's convention (128 + N for death by signal N), which the checks
+and the messages of every harness use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+POLL = 0.1  # seconds between looks at a running program
+KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
+
+
+def read_lines(path: str) -> list[str]:
+    """A log's lines as bash's mapfile -t gives them (a last line without newline counts);
+    no file yet is no lines. Bytes that are not UTF-8 are replaced, never fatal."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def shell_status(returncode: int) -> int:
+    """Popen's returncode (-N for signal N) as the shell says it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def environment(changes: Mapping[str, str | None]) -> dict[str, str]:
+    """This process's environment with CHANGES applied (None removes a name)."""
+    env = dict(os.environ)
+    for k, v in changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+@dataclass
+class Run:
+    """One program run to its end (or killed as hung): its status and its logs' lines."""
+
+    argv: list[str]
+    log: str  # LOG.out and LOG.err hold stdout and stderr
+    rc: int = 0
+    hung: bool = False
+    dur: float = 0.0  # seconds
+    out: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+
+    @property
+    def dur_text(self) -> str:
+        """The duration as the verdict lines print it: seconds with one decimal, truncated."""
+        tenths = int(self.dur * 10)
+        return "%d.%d" % (tenths // 10, tenths % 10)
+
+
+def _first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> bool:
+    return any(pattern.search(line) for line in lines)
+
+
+def run(
+    argv: Sequence[str],
+    log: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 40.0,
+    marker: str | None = None,
+    hang_wait: float | None = None,
+    hang_grace: float = 3.0,
+) -> Run:
+    """Runs ARGV with stdout in LOG.out and stderr in LOG.err, and waits for its end.
+
+    Without MARKER the program must end within TIMEOUT seconds. With MARKER (a regex on stderr)
+    the program is expected to block right after printing it: it gets HANG_WAIT seconds
+    (TIMEOUT when None) to print it, then HANG_GRACE seconds more; past its deadline it counts
+    as hung and is killed (SIGTERM, then SIGKILL). The old logs go first: the last run's stderr
+    could hold this run's marker, a hang "seen" before the program even started.
+    """
+    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+    for suffix in (".out", ".err"):
+        try:
+            os.unlink(log + suffix)
+        except FileNotFoundError:
+            pass
+    result = Run(list(argv), log)
+    pattern = re.compile(marker) if marker else None
+    t0 = time.monotonic()
+    with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=dict(env) if env is not None else None)
+    deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
+    seen = False
+    while proc.poll() is None:
+        now = time.monotonic()
+        if pattern is not None and not seen and _first_match(pattern, read_lines(log + ".err")):
+            seen = True
+            deadline = now + hang_grace
+        if now >= deadline:
+            result.hung = True
+            _kill(proc)
+            break
+        time.sleep(POLL)
+    result.rc = shell_status(proc.wait())
+    result.dur = time.monotonic() - t0
+    result.out = read_lines(log + ".out")
+    result.err = read_lines(log + ".err")
+    return result
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGTERM, a short grace, then SIGKILL: a program blocked in the kernel may ignore the first."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class Background:
+    """A server in the background: started, watched for a line, stopped; its logs in LOG.*.
+
+    The owner must stop() it: a harness that ends leaves no process behind.
+    """
+
+    def __init__(self, argv: Sequence[str], log: str, env: Mapping[str, str] | None = None):
+        self.argv = list(argv)
+        self.log = log
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, env=dict(env) if env is not None else None)
+        self.t0 = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def out(self) -> list[str]:
+        return read_lines(self.log + ".out")
+
+    def err(self) -> list[str]:
+        return read_lines(self.log + ".err")
+
+    def wait_line(self, pattern: str, timeout: float, stream: str = "out") -> bool:
+        """Waits until a line of STREAM ("out" or "err") matches PATTERN; False at the
+        deadline or when the process ended without it."""
+        regex = re.compile(pattern)
+        path = self.log + "." + stream
+        deadline = time.monotonic() + timeout
+        while True:
+            if _first_match(regex, read_lines(path)):
+                return True
+            if not self.alive():
+                return _first_match(regex, read_lines(path))
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL)
+
+    def wait(self, timeout: float) -> int | None:
+        """The shell status once it ends by itself within TIMEOUT seconds, else None."""
+        try:
+            return shell_status(self.proc.wait(timeout))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
+        """Sends SIG (when still running), waits TIMEOUT seconds, then SIGKILL; the status."""
+        if self.alive():
+            try:
+                self.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+        try:
+            return shell_status(self.proc.wait(timeout))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return shell_status(self.proc.wait())

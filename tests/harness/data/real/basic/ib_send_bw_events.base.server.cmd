@@ -1,0 +1,1 @@
+ib_send_bw -R -F -e -d rxe0 -n 500

@@ -1,0 +1,1 @@
+env MALLOC_PERTURB_=255 iscsi-swp -i iqn.2026-01.org.cmsafe:initiator iscsi://192.0.2.1:3260/iqn.2026-01.org.cmsafe:disk1/1?iser

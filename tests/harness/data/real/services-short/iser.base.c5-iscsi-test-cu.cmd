@@ -1,0 +1,1 @@
+env MALLOC_PERTURB_=255 iscsi-test-cu -i iqn.2026-01.org.cmsafe:initiator --dataloss -t SCSI.Read6.BeyondEol,SCSI.Write10.ZeroBlocks,SCSI.Verify10.BeyondEol iscsi://192.0.2.1:3260/iqn.2026-01.org.cmsafe:disk1/1?iser
