@@ -8,6 +8,8 @@ import sys
 # The harnesses: the name scripts/ give, and the module that runs it (its main(argv) -> int).
 HARNESSES = {
     "misuse": "cmsafe_harness.misuse",
+    "storm": "cmsafe_harness.storm",
+    "faults": "cmsafe_harness.faults",
 }
 
 
