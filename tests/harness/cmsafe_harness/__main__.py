@@ -10,6 +10,8 @@ HARNESSES = {
     "misuse": "cmsafe_harness.misuse",
     "storm": "cmsafe_harness.storm",
     "faults": "cmsafe_harness.faults",
+    "demo": "cmsafe_harness.demo",
+    "stack-suite": "cmsafe_harness.stack_suite",
 }
 
 

@@ -16,12 +16,17 @@ TAIL = 12  # stderr lines shown under a failure
 
 class Tally:
     """RECORD, when given, gets a copy of every ok / FAIL / skip line (not the problems and logs
-    under a FAIL): the list of checks a harness keeps beside its results (checks.txt)."""
+    under a FAIL): the list of checks a harness keeps beside its results (checks.txt).
+    OK_PREFIX and FAIL_PREFIX begin the verdict lines of a harness whose readers expect others
+    (the demo's "  OK: " and "  FAIL: ")."""
 
-    def __init__(self, name: str, stream: TextIO | None = None, record: TextIO | None = None):
+    def __init__(self, name: str, stream: TextIO | None = None, record: TextIO | None = None,
+                 ok_prefix: str = "ok   ", fail_prefix: str = "FAIL "):
         self.name = name
         self.stream = stream if stream is not None else sys.stdout
         self.record = record
+        self.ok_prefix = ok_prefix
+        self.fail_prefix = fail_prefix
         self.passed = 0
         self.failed = 0
         self.apart = 0
@@ -46,10 +51,10 @@ class Tally:
         problems, self.problems = self.problems, []
         if not problems:
             self.passed += 1
-            self._verdict_line("ok   %s" % what)
+            self._verdict_line(self.ok_prefix + what)
             return True
         self.failed += 1
-        self._verdict_line("FAIL %s" % what)
+        self._verdict_line(self.fail_prefix + what)
         for p in problems:
             self.say("     - %s" % p)
         for title, lines in logs:
@@ -63,10 +68,10 @@ class Tally:
         text = "%s: %s" % (what, detail) if detail else what
         if ok:
             self.passed += 1
-            self._verdict_line("ok   %s" % text)
+            self._verdict_line(self.ok_prefix + text)
         else:
             self.failed += 1
-            self._verdict_line("FAIL %s" % text)
+            self._verdict_line(self.fail_prefix + text)
         return ok
 
     def skip(self, what: str, why: str) -> None:
