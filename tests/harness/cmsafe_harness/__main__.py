@@ -9,6 +9,10 @@ import sys
 HARNESSES = {
     "misuse": "cmsafe_harness.misuse",
     "real": "cmsafe_harness.real",
+    "storm": "cmsafe_harness.storm",
+    "faults": "cmsafe_harness.faults",
+    "demo": "cmsafe_harness.demo",
+    "stack-suite": "cmsafe_harness.stack_suite",
 }
 
 

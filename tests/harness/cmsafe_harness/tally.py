@@ -15,9 +15,18 @@ TAIL = 12  # stderr lines shown under a failure
 
 
 class Tally:
-    def __init__(self, name: str, stream: TextIO | None = None):
+    """RECORD, when given, gets a copy of every ok / FAIL / skip line (not the problems and logs
+    under a FAIL): the list of checks a harness keeps beside its results (checks.txt).
+    OK_PREFIX and FAIL_PREFIX begin the verdict lines of a harness whose readers expect others
+    (the demo's "  OK: " and "  FAIL: ")."""
+
+    def __init__(self, name: str, stream: TextIO | None = None, record: TextIO | None = None,
+                 ok_prefix: str = "ok   ", fail_prefix: str = "FAIL "):
         self.name = name
         self.stream = stream if stream is not None else sys.stdout
+        self.record = record
+        self.ok_prefix = ok_prefix
+        self.fail_prefix = fail_prefix
         self.passed = 0
         self.failed = 0
         self.apart = 0
@@ -25,6 +34,11 @@ class Tally:
 
     def say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+    def _verdict_line(self, text: str) -> None:
+        self.say(text)
+        if self.record is not None:
+            print(text, file=self.record, flush=True)
 
     def problem(self, text: str) -> None:
         """A problem of the check under way; verdict() turns them into its FAIL."""
@@ -37,10 +51,10 @@ class Tally:
         problems, self.problems = self.problems, []
         if not problems:
             self.passed += 1
-            self.say("ok   %s" % what)
+            self._verdict_line(self.ok_prefix + what)
             return True
         self.failed += 1
-        self.say("FAIL %s" % what)
+        self._verdict_line(self.fail_prefix + what)
         for p in problems:
             self.say("     - %s" % p)
         for title, lines in logs:
@@ -54,17 +68,17 @@ class Tally:
         text = "%s: %s" % (what, detail) if detail else what
         if ok:
             self.passed += 1
-            self.say("ok   %s" % text)
+            self._verdict_line(self.ok_prefix + text)
         else:
             self.failed += 1
-            self.say("FAIL %s" % text)
+            self._verdict_line(self.fail_prefix + text)
         return ok
 
     def skip(self, what: str, why: str) -> None:
         """What cannot be checked on this stack, with its reason: counted apart."""
         self.apart += 1
         self.problems = []
-        self.say("skip %s: %s" % (what, why))
+        self._verdict_line("skip %s: %s" % (what, why))
 
     def summary(self) -> str:
         return "%s: %d passed, %d failed, %d apart" % (self.name, self.passed, self.failed, self.apart)
