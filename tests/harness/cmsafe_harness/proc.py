@@ -61,6 +61,7 @@ class Run:
     dur: float = 0.0  # seconds
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
+    pid: int = 0  # the process's id (a preload's report is named after it)
 
     @property
     def dur_text(self) -> str:
@@ -102,6 +103,7 @@ def run(
     with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 env=dict(env) if env is not None else None)
+    result.pid = proc.pid
     deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
     seen = False
     while proc.poll() is None:
