@@ -86,6 +86,16 @@ class CasesTest(unittest.TestCase):
         for v in ("glibc 2.28", "glibc 2.34", "glibc 2.36", "", "musl"):
             self.assertFalse(misuse.tcache_key_is_pointer(v), v)
 
+    def test_stdin_is_read_only(self):
+        # As bash gives a background job: a write to fd 0 fails (misuse_destroyed_channel's).
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        fd = os.open(os.devnull, os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        script = "echo x >&0 2>/dev/null && echo took it || echo refused"
+        self.assertEqual(proc.run(["sh", "-c", script], os.path.join(d, "l"), stdin=fd).out, ["refused"])
+        self.assertEqual(proc.run(["sh", "-c", script], os.path.join(d, "l")).out, ["took it"])
+
     def test_normal_diff(self):
         self.assertEqual(misuse.normal_diff(["a", "b", "c"], ["a", "x", "c", "d"]),
                          ["2c2", "< b", "---", "> x", "3a4", "> d"])

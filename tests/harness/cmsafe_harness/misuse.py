@@ -1189,6 +1189,7 @@ class Harness:
             "LD_PRELOAD", "CMSAFE_MODE", "CMSAFE_REPORT", "CMSAFE_LOG", "CMSAFE_LATE_ACK_MS")})
         self.no_rdma_ref: List[str] = []
         self.cancel_ref: List[str] = []
+        self.stdin: int | None = None
 
     def run(self, mode: str, name: str, argv: Sequence[str], marker: str | None = None,
             env: dict | None = None, grace: float = cases.HANG_GRACE, program: bool = True) -> proc.Run:
@@ -1208,8 +1209,16 @@ class Harness:
         changes.update(env or {})
         e = dict(self.base)
         e.update(changes)
+        # stdin is /dev/null open for reading only, as bash gives a background job: a program that
+        # uses a stale fd can write to fd 0. misuse_destroyed_channel raw on glibc 2.31 does (the
+        # freed channel's fd reads as 0, and rdma_get_cm_event writes its command to it): a
+        # read-only fd 0 fails the write with EBADF and the program goes on; a writable one takes
+        # the command and leaves the reply empty, an event of no id, which librdmacm discards
+        # and asks again, for ever.
+        if self.stdin is None:
+            self.stdin = os.open(os.devnull, os.O_RDONLY)
         return proc.run(argv, log, env=e, timeout=self.run_timeout, marker=marker,
-                        hang_wait=self.hang_wait, hang_grace=grace)
+                        hang_wait=self.hang_wait, hang_grace=grace, stdin=self.stdin)
 
     def verdict(self, r: proc.Run, checked: Checked) -> None:
         problems, text = checked
