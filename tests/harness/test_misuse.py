@@ -132,6 +132,16 @@ class MisuseRawTest(unittest.TestCase):
         self.assertEqual(p, ["never reached the misuse ('^step: acking CONNECT_REQUEST, then reading')",
                              "==cmsafe== output without the preload"])
 
+    def test_destroyed_channel_on_bullseye(self):
+        # The freed channel's fd read as 0 there: the write to a read-only stdin failed.
+        r = recorded("bullseye/raw", "destroyed_channel")
+        self.assertEqual(r.err[-1], "step: rdma_get_cm_event on the destroyed channel returned -1 (errno EBADF)")
+        self.assertEqual(misuse.check_misuse_raw(case("destroyed_channel"), r, IB),
+                         ([], "raw/destroyed_channel: ran to the end, exit 0"))
+        hung = edited(r, err=r.err[:-1], out=[], rc=KILLED, hung=True)
+        self.assertEqual(misuse.check_misuse_raw(case("destroyed_channel"), hung, IB)[0],
+                         ["hung (killed after the timeout)"])
+
     def test_transport_decides_the_request(self):
         p, _ = misuse.check_misuse_raw(case("use_after_ack"), recorded("raw", "use_after_ack"), IWARP)
         self.assertEqual(p, ["the program did not see private_data_len=35 (as without the preload): "
@@ -141,14 +151,17 @@ class MisuseRawTest(unittest.TestCase):
         self.assertEqual(p, ["the first connect did not get REJECTED with status -104 (no RDMA peer listening)"])
 
     def test_freed_id_proof(self):
+        # Recorded on bullseye (glibc 2.31): raw, rdma_reject on the freed id returned EBADF; the
+        # audit run of the same program names it (the proof's run is that one again).
         c = case("destroyed_id")
-        raw = recorded("raw", "destroyed_id", 0)
-        raw.err.append("step: rdma_reject on the destroyed id returned -1 (errno EBADF)")
+        raw = recorded("bullseye/raw", "destroyed_id", 0)
         bullseye = misuse.Ctx(KINDS, IB.tx, "glibc 2.31")
+        self.assertEqual(misuse.check_misuse_raw(c, raw, bullseye)[0],
+                         ["exit status 0 (hung=0), want death by a signal (the misuse's harm)"])
         self.assertTrue(misuse.needs_freed_id_proof(c, raw, bullseye))
         self.assertFalse(misuse.needs_freed_id_proof(c, raw, IB))
         self.assertFalse(misuse.needs_freed_id_proof(case("double_ack"), raw, bullseye))
-        proof = recorded("audit", "destroyed_id", 0)
+        proof = recorded("bullseye/audit", "destroyed_id", 0)
         checked = misuse.check_freed_id_proof(c, proof, bullseye)
         self.assertEqual(checked[0], [])
         self.assertTrue(checked[1].startswith(
