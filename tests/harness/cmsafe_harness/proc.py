@@ -61,6 +61,7 @@ class Run:
     dur: float = 0.0  # seconds
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
+    pid: int = 0  # the process's id (a preload's report is named after it)
 
     @property
     def dur_text(self) -> str:
@@ -81,6 +82,7 @@ def run(
     marker: str | None = None,
     hang_wait: float | None = None,
     hang_grace: float = 3.0,
+    stdin: int | None = None,
 ) -> Run:
     """Runs ARGV with stdout in LOG.out and stderr in LOG.err, and waits for its end.
 
@@ -88,7 +90,9 @@ def run(
     the program is expected to block right after printing it: it gets HANG_WAIT seconds
     (TIMEOUT when None) to print it, then HANG_GRACE seconds more; past its deadline it counts
     as hung and is killed (SIGTERM, then SIGKILL). The old logs go first: the last run's stderr
-    could hold this run's marker, a hang "seen" before the program even started.
+    could hold this run's marker, a hang "seen" before the program even started. STDIN: an open
+    file descriptor for the program's standard input; None: /dev/null, open for reading and
+    writing.
     """
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
     for suffix in (".out", ".err"):
@@ -100,8 +104,10 @@ def run(
     pattern = re.compile(marker) if marker else None
     t0 = time.monotonic()
     with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL if stdin is None else stdin,
+                                stdout=out, stderr=err,
                                 env=dict(env) if env is not None else None)
+    result.pid = proc.pid
     deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
     seen = False
     while proc.poll() is None:
