@@ -8,6 +8,7 @@ import sys
 # The harnesses: the name scripts/ give, and the module that runs it (its main(argv) -> int).
 HARNESSES = {
     "misuse": "cmsafe_harness.misuse",
+    "usdt": "cmsafe_harness.usdt",
 }
 
 
