@@ -146,6 +146,17 @@ impl ReportFile {
         }
     }
 
+    /// `id`'s local and peer addresses (`ip:port`), when an event brought them: a record a
+    /// reader takes the last of, per id.
+    pub fn address(&mut self, id: usize, src: &str, dst: &str) {
+        if self.path.is_some() {
+            let line = format!(
+                "{{\"record\":\"address\",\"id\":\"{id:#x}\",\"src\":\"{src}\",\"dst\":\"{dst}\"}}"
+            );
+            self.write_line(&line);
+        }
+    }
+
     pub fn finding(&mut self, f: &Finding) {
         if self.path.is_none() {
             return;

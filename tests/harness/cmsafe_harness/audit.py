@@ -23,6 +23,7 @@ NEED = {
     "event": ["seq", "type", "status", "id", "thread", "get_ns", "ack_ns", "private_data_len"],
     "finding": ["finding", "seq", "type", "id", "thread", "where", "message"],
     "destroy": ["id", "thread", "at_ns"],
+    "address": ["id", "src", "dst"],
 }
 
 
@@ -200,13 +201,13 @@ def check_report(paths: Sequence[str], kind: str = "-", seq: str = "*", typ: str
                 out.append("JSON %s:%d is not JSON (%s): %.100s" % (name, n, e, line))
                 continue
             if not isinstance(o, dict) or o.get("record") not in NEED:
-                out.append("JSON %s:%d: not an event, finding or destroy record: %.100s" % (name, n, line))
+                out.append("JSON %s:%d: not an event, finding, destroy or address record: %.100s" % (name, n, line))
                 continue
             rec = o["record"]
             missing = [k for k in NEED[rec] if k not in o]
             if missing:
                 out.append("JSON %s:%d: %s record without %s" % (name, n, rec, ", ".join(missing)))
-            if rec != "destroy" and not isinstance(o.get("seq"), int) and not (
+            if rec in ("event", "finding") and not isinstance(o.get("seq"), int) and not (
                     rec == "finding" and foreign_seq_ok):
                 out.append("JSON %s:%d: seq %r is not an integer" % (name, n, o.get("seq")))
             if isinstance(o.get("type"), str) and o["type"].startswith("RDMA_CM_EVENT_"):
