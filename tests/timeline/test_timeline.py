@@ -405,6 +405,13 @@ class RealRun(unittest.TestCase):
         destroys = sum(len(r.destroys) for r in reports)
         self.assertGreater(destroys, 10)
         self.assertEqual(len([m for m in marks(trace, "i") if m["cat"] == "destroy"]), destroys)
+        # Every connected id's track is named by its addresses, and each client's local port is
+        # a server-side id's peer port: the two ends of a connection, in different processes.
+        names = track_names(trace).values()
+        ends = [n.split()[2:5] for n in names if " -> " in n]
+        self.assertEqual(len(ends), len(requests) * 2)
+        pairs = {(a, b) for a, _, b in ends}
+        self.assertTrue(all((b, a) in pairs for a, b in pairs), sorted(pairs))
 
 
 if __name__ == "__main__":

@@ -322,44 +322,45 @@ impl State {
             },
         );
         if probes::on() {
-            // SAFETY: `raw` is still unacked (caller), so its id is live.
-            unsafe { self.traced_got(handed as usize, raw) };
+            // SAFETY: the event just handed out is unacked, so its id is live.
+            unsafe { self.traced_got(handed as usize) };
         }
         (handed, ack_now)
     }
 
     /// A new event's probe, and its id's addresses for the report when the event brings them
     /// (an address resolved, a connection requested or made): the timeline names each id's track
-    /// after them.
+    /// after them. One argument, the pointer handed out, which the caller returns anyway: the
+    /// rest is read here, off the hot path.
     ///
     /// # Safety
-    /// `raw` is unacked, so its id is live.
+    /// The event handed out as `handed` is unacked, so its id is live.
     #[cold]
     #[inline(never)]
-    unsafe fn traced_got(&mut self, handed: usize, raw: *mut rdma_cm_event) {
-        if let Some(r) = self.live.get(&handed) {
-            probes::event_fetched(r);
-        }
-        // SAFETY: per the contract.
-        let cm = unsafe { &*raw };
+    unsafe fn traced_got(&mut self, handed: usize) {
+        let Some(r) = self.live.get(&handed) else {
+            return;
+        };
+        probes::event_fetched(r);
         let brings = matches!(
-            cm.event,
+            r.event_type,
             RDMA_CM_EVENT_ADDR_RESOLVED
                 | RDMA_CM_EVENT_CONNECT_REQUEST
                 | RDMA_CM_EVENT_CONNECT_RESPONSE
                 | RDMA_CM_EVENT_ESTABLISHED
         );
-        if brings && !cm.id.is_null() {
+        if brings && r.id != 0 {
+            let id = r.id as *const rdma_cm_id;
             // SAFETY: a live id (the contract); its route's addresses are sockaddr storage,
             // read at their family's length.
             let (src, dst) = unsafe {
-                let addr = &(*cm.id).route.addr;
+                let addr = &(*id).route.addr;
                 (
                     cmsafe_core::event::addr_text(&addr.src_addr_union.src_addr),
                     cmsafe_core::event::addr_text(&addr.dst_addr_union.dst_addr),
                 )
             };
-            self.report.address(cm.id as usize, &src, &dst);
+            self.report.address(r.id, &src, &dst);
         }
     }
 
