@@ -303,7 +303,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps fmt-check clippy cargo-test msrv loom header-check guest-test \
       abi-check lists-check timeline-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
-      preload-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
+      preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
@@ -496,6 +496,13 @@ services-test: deps preload preload-tests ## test: real services (UCX, iSER, ...
 # run cut short still leaves the cost tables of one build.
 .PHONY: bench
 bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-bench ## bench: every benchmark (80 min), into bench/results/
+
+# The USDT probes (docs/tracing.md): bpftrace lists them, and attached by the libraries' paths
+# it sees exactly the events the programs fetched and acked (the JSON report's seqs, types, ids
+# and times), each destroy and each finding, in the Soft-RoCE guest.
+.PHONY: usdt-test
+usdt-test: deps preload preload-tests ## test: bpftrace attached to the USDT probes counts every event
+	$(RXE_VM) -- scripts/usdt-in-guest
 
 # The preload's memory stays bounded: a program with one event per created-resolved-destroyed
 # id, raw, under safe mode and under audit, its resident set flat after warm-up (a count of

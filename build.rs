@@ -31,4 +31,10 @@ fn main() {
         .nth(1)
         .expect("scripts/soname prints VERSION SONAME");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}");
+    // GNU ld, not rust-lld (the default on x86_64 Linux since Rust 1.90): its layout keeps code
+    // at a file offset equal to its address, which perf needs to place the USDT probes right
+    // (docs/tracing.md, "Linker").
+    if os == "linux" {
+        println!("cargo:rustc-cdylib-link-arg=-fuse-ld=bfd");
+    }
 }

@@ -116,6 +116,27 @@ class Converted(unittest.TestCase):
         # ESTABLISHED (listen_id null) draws no arrow.
         self.assertEqual(len(marks(trace, "X")), 4)
 
+    def test_tracks_are_named_by_their_addresses_and_listener(self):
+        _, trace = convert("addresses.json")
+        names = sorted(track_names(trace).values())
+        self.assertEqual(names, [
+            # The client's last address record (the port it connected from) names it.
+            "cm_id 0x5610b0001000 (listen id on 10.0.2.15:7471) - addresses.json",
+            "cm_id 0x5610b0002000 10.0.2.15:7471 -> 10.0.2.15:40002 (first event "
+            "CONNECT_REQUEST, listen id 0x5610b0001000) - addresses.json",
+            "cm_id 0x5610b0005000 10.0.2.15:40002 -> 10.0.2.15:7471 (first event "
+            "ADDR_RESOLVED) - addresses.json",
+        ])
+
+    def test_an_address_record_without_its_fields_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "r.json")
+            with open(p, "w") as f:
+                f.write('{"record":"address","id":"0x10","src":"10.0.2.15:1"}\n')
+            status, _, err = run("-o", os.path.join(d, "t.json"), p)
+        self.assertEqual(status, 1)
+        self.assertIn('r.json:1: address record without "dst"', err)
+
     def test_a_destroy_is_an_instant_on_its_ids_track(self):
         reports, trace = convert("listener.json")
         names = track_names(trace)
@@ -123,7 +144,7 @@ class Converted(unittest.TestCase):
         self.assertEqual(len(destroys), 2)
         by_id = {m["args"]["cm_id"]: m for m in destroys}
         self.assertEqual(by_id["0x5610b0003000"]["ts"], 400.0)  # from get_ns 2000000
-        self.assertIn("0x5610b0003000 (first event CONNECT_REQUEST)",
+        self.assertIn("0x5610b0003000 (first event CONNECT_REQUEST, listen id 0x5610b0001000)",
                       names[by_id["0x5610b0003000"]["pid"]])
         # An id destroyed with no event of its own still gets a track that says so.
         self.assertIn("0x5610b0004000 (no event, destroyed)", names[by_id["0x5610b0004000"]["pid"]])
@@ -384,6 +405,13 @@ class RealRun(unittest.TestCase):
         destroys = sum(len(r.destroys) for r in reports)
         self.assertGreater(destroys, 10)
         self.assertEqual(len([m for m in marks(trace, "i") if m["cat"] == "destroy"]), destroys)
+        # Every connected id's track is named by its addresses, and each client's local port is
+        # a server-side id's peer port: the two ends of a connection, in different processes.
+        names = track_names(trace).values()
+        ends = [n.split()[2:5] for n in names if " -> " in n]
+        self.assertEqual(len(ends), len(requests) * 2)
+        pairs = {(a, b) for a, _, b in ends}
+        self.assertTrue(all((b, a) in pairs for a, b in pairs), sorted(pairs))
 
 
 if __name__ == "__main__":

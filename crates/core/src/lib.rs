@@ -42,6 +42,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod status;
 pub mod stderr;
+pub mod usdt;
 
 pub use channel::{EventChannel, Wait};
 pub use event::{Event, PrivateData};

@@ -8,6 +8,7 @@ use std::io::Write;
 
 use crate::audit::findings::Finding;
 use crate::audit::held::Held;
+use crate::audit::probes;
 use crate::audit::record::Record;
 
 /// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
@@ -26,7 +27,10 @@ impl ReportFile {
         }
     }
 
+    /// A report to `path`: the probes' semaphore goes up for good, since the report is written
+    /// on the probes' slow path.
     pub fn new(path: CString) -> Self {
+        probes::SEMAPHORE.raise();
         ReportFile {
             path: Some(path),
             file: None,
@@ -75,9 +79,19 @@ impl ReportFile {
         })
     }
 
-    /// Inlined to its check: most runs write no report, and every ack comes here.
+    /// Inlined to its check, the probes' semaphore (audit/probes.rs), which a report raises for
+    /// good: most runs write no report and trace nothing, and every ack comes here.
     #[inline(always)]
     pub fn event(&mut self, r: &Record) {
+        if probes::on() {
+            self.traced_event(r);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn traced_event(&mut self, r: &Record) {
+        probes::event_acked(r);
         if self.path.is_some() {
             self.write_event(r);
         }
@@ -107,24 +121,40 @@ impl ReportFile {
         self.write_line(&line);
     }
 
-    /// rdma_destroy_id(id), called by `thread`, returned now: the end of the id's life, which a
-    /// timeline draws (bin/cmsafe-timeline). Inlined to its check, as `event`: every id's
-    /// destroy comes here, and the clock is read only when a report is written.
+    /// rdma_destroy_id(id), called by `thread`, returned `rc` now: the end of the id's life,
+    /// which a timeline draws (bin/cmsafe-timeline) and the destroy_done probe marks. Inlined to
+    /// its check, as `event`: every id's destroy comes here, and the clock is read only when a
+    /// report is written or a tracer attached.
     #[inline(always)]
-    pub fn destroy(&mut self, id: usize, thread: i32) {
-        if self.path.is_some() {
-            self.write_destroy(id, thread);
+    pub fn destroy(&mut self, id: usize, thread: i32, rc: i32) {
+        if probes::on() {
+            self.traced_destroy(id, thread, rc);
         }
     }
 
+    #[cold]
     #[inline(never)]
-    fn write_destroy(&mut self, id: usize, thread: i32) {
+    fn traced_destroy(&mut self, id: usize, thread: i32, rc: i32) {
         // The events' clock (get_ns, ack_ns), so a reader can place the destroy among them.
         let at_ns = cmsafe_core::clock::monotonic_ns();
-        let line = format!(
-            "{{\"record\":\"destroy\",\"id\":\"{id:#x}\",\"thread\":{thread},\"at_ns\":{at_ns}}}"
-        );
-        self.write_line(&line);
+        probes::destroy_done(id, rc, at_ns);
+        if self.path.is_some() {
+            let line = format!(
+                "{{\"record\":\"destroy\",\"id\":\"{id:#x}\",\"thread\":{thread},\"at_ns\":{at_ns}}}"
+            );
+            self.write_line(&line);
+        }
+    }
+
+    /// `id`'s local and peer addresses (`ip:port`), when an event brought them: a record a
+    /// reader takes the last of, per id.
+    pub fn address(&mut self, id: usize, src: &str, dst: &str) {
+        if self.path.is_some() {
+            let line = format!(
+                "{{\"record\":\"address\",\"id\":\"{id:#x}\",\"src\":\"{src}\",\"dst\":\"{dst}\"}}"
+            );
+            self.write_line(&line);
+        }
     }
 
     pub fn finding(&mut self, f: &Finding) {

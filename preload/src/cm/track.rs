@@ -13,6 +13,7 @@ use cmsafe_core::safe::{self, SafeCopies};
 
 use crate::audit::findings::{Finding, Kind};
 use crate::audit::held::Held;
+use crate::audit::probes;
 use crate::audit::record::{reported, Holder, Record};
 use crate::audit::report::{self, ReportFile};
 use crate::audit::{faults, pages};
@@ -185,6 +186,9 @@ pub use cmsafe_core::clock::monotonic_ns as now_ns;
 impl State {
     fn add(&mut self, f: Finding) {
         report::say(&f);
+        if probes::on() {
+            probes::finding(&f);
+        }
         self.report.finding(&f);
         self.count_finding(f);
     }
@@ -232,6 +236,9 @@ impl State {
                     fault.data_addr
                 ),
             };
+            if probes::on() {
+                probes::finding(&f);
+            }
             self.report.finding(&f);
             self.count_finding(f);
         }
@@ -314,7 +321,47 @@ impl State {
                 holder,
             },
         );
+        if probes::on() {
+            // SAFETY: the event just handed out is unacked, so its id is live.
+            unsafe { self.traced_got(handed as usize) };
+        }
         (handed, ack_now)
+    }
+
+    /// A new event's probe, and its id's addresses for the report when the event brings them
+    /// (an address resolved, a connection requested or made): the timeline names each id's track
+    /// after them. One argument, the pointer handed out, which the caller returns anyway: the
+    /// rest is read here, off the hot path.
+    ///
+    /// # Safety
+    /// The event handed out as `handed` is unacked, so its id is live.
+    #[cold]
+    #[inline(never)]
+    unsafe fn traced_got(&mut self, handed: usize) {
+        let Some(r) = self.live.get(&handed) else {
+            return;
+        };
+        probes::event_fetched(r);
+        let brings = matches!(
+            r.event_type,
+            RDMA_CM_EVENT_ADDR_RESOLVED
+                | RDMA_CM_EVENT_CONNECT_REQUEST
+                | RDMA_CM_EVENT_CONNECT_RESPONSE
+                | RDMA_CM_EVENT_ESTABLISHED
+        );
+        if brings && r.id != 0 {
+            let id = r.id as *const rdma_cm_id;
+            // SAFETY: a live id (the contract); its route's addresses are sockaddr storage,
+            // read at their family's length.
+            let (src, dst) = unsafe {
+                let addr = &(*id).route.addr;
+                (
+                    cmsafe_core::event::addr_text(&addr.src_addr_union.src_addr),
+                    cmsafe_core::event::addr_text(&addr.dst_addr_union.dst_addr),
+                )
+            };
+            self.report.address(r.id, &src, &dst);
+        }
     }
 
     /// The program acks `ptr`. Returns what librdmacm must ack now (outside the lock), or
@@ -569,8 +616,8 @@ impl State {
 
     /// After rdma_destroy_id(id), called by `thread` from `at`, returned: safe mode's acked
     /// copies of its events may go.
-    pub fn destroyed(&mut self, id: usize, thread: i32, at: usize) {
-        self.report.destroy(id, thread);
+    pub fn destroyed(&mut self, id: usize, thread: i32, at: usize, rc: i32) {
+        self.report.destroy(id, thread, rc);
         self.copies.id_destroyed(id);
         self.objects.id_destroyed(id, thread, at);
     }
@@ -1016,7 +1063,7 @@ mod tests {
         let id = 0x5555_0000_1230;
         s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
-        s.destroyed(id, 0, 0);
+        s.destroyed(id, 0, 0, 0);
         assert!(s.use_of_id("rdma_resolve_addr", id, caller));
         // A sockaddr_in for 192.0.2.1:18515 read as a pointer, as perftest's retry passes it.
         assert!(s.use_of_id("rdma_resolve_addr", 0x0102_00c0_5348_0002, caller));
@@ -1033,14 +1080,14 @@ mod tests {
         let (program, librdmacm) = (call_from(false), call_from(true));
         let id = 0x5555_0000_4560;
         s.id_created(id, 0, program, false);
-        s.destroyed(id, 0, 0);
+        s.destroyed(id, 0, 0, 0);
         // librdmacm made a request id at the freed address unseen, then migrates it.
         assert!(!s.use_of_id("rdma_migrate_id", id, librdmacm));
         assert!(s.findings.is_empty());
         // The program's calls on it are calls on a live id now.
         assert!(!s.use_of_id("rdma_accept", id, program));
         assert!(s.findings.is_empty());
-        s.destroyed(id, 0, 0);
+        s.destroyed(id, 0, 0, 0);
         assert!(s.use_of_id("rdma_accept", id, program));
         let kinds: Vec<Kind> = s.findings.iter().map(|(f, _)| f.kind).collect();
         assert_eq!(kinds, [Kind::UseAfterDestroyId]);

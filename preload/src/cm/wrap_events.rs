@@ -6,6 +6,7 @@
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 use cmsafe_core::errno;
 
+use crate::audit::probes;
 use crate::cm::track::{self, with_state, Op};
 use crate::cm::{objects, readers, watch, wrap_ids};
 use crate::lifecycle::quietly;
@@ -209,12 +210,15 @@ pub unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i
     let Ok(token) = judge_wait(Op::DestroyId, id, std::ptr::null_mut(), ret) else {
         return -1;
     };
+    if probes::on() {
+        probes::destroy_start(id as usize);
+    }
     // SAFETY: the program's id; librdmacm acks id->event through our rdma_ack_cm_event.
     let rc = unsafe { real(id) };
     quietly(|| {
         watch::end(token);
         let thread = whereis::thread_id();
-        with_state(|s| s.destroyed(id as usize, thread, ret));
+        with_state(|s| s.destroyed(id as usize, thread, ret, rc));
     });
     rc
 }

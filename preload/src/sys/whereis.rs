@@ -28,7 +28,7 @@ fn object_base(addr: usize) -> Option<(usize, String)> {
     Some((info.dli_fbase as usize, name))
 }
 
-/// Loaded objects' address ranges: this library's own, and librdmacm's. Classifying a frame is
+/// Loaded objects' code ranges: this library's own, and librdmacm's. Classifying a frame is
 /// then two range checks; dladdr(3), which scans symbol tables, is kept for reports.
 struct Ranges {
     own: Vec<(usize, usize)>,
@@ -60,7 +60,9 @@ fn load_ranges() -> Ranges {
         for i in 0..info.dlpi_phnum as usize {
             // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
             let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type == libc::PT_LOAD {
+            // Only code: a return address lies in an executable segment, and librdmacm has
+            // one, so classifying a caller is one range check, not one per segment.
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
                 let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
                 ranges.push((start, start + ph.p_memsz as usize));
             }

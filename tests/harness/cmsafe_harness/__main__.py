@@ -13,6 +13,7 @@ HARNESSES = {
     "faults": "cmsafe_harness.faults",
     "demo": "cmsafe_harness.demo",
     "stack-suite": "cmsafe_harness.stack_suite",
+    "usdt": "cmsafe_harness.usdt",
 }
 
 

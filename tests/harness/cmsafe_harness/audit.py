@@ -23,6 +23,7 @@ NEED = {
     "event": ["seq", "type", "status", "id", "thread", "get_ns", "ack_ns", "private_data_len"],
     "finding": ["finding", "seq", "type", "id", "thread", "where", "message"],
     "destroy": ["id", "thread", "at_ns"],
+    "address": ["id", "src", "dst"],
 }
 
 
@@ -185,7 +186,7 @@ def report_record(name: str, n: int, line: str) -> tuple[dict | None, list[str]]
     except ValueError as e:
         return None, ["%s:%d is not JSON (%s): %.100s" % (name, n, e, line)]
     if not isinstance(o, dict) or o.get("record") not in NEED:
-        return None, ["%s:%d: not an event, finding or destroy record: %.100s" % (name, n, line)]
+        return None, ["%s:%d: not an event, finding, destroy or address record: %.100s" % (name, n, line)]
     missing = [k for k in NEED[o["record"]] if k not in o]
     if missing:
         return o, ["%s:%d: %s record without %s" % (name, n, o["record"], ", ".join(missing))]
@@ -222,7 +223,7 @@ def check_report(paths: Sequence[str], kind: str = "-", seq: str = "*", typ: str
             if o is None:
                 continue
             rec = o["record"]
-            if rec != "destroy" and not isinstance(o.get("seq"), int) and not (
+            if rec in ("event", "finding") and not isinstance(o.get("seq"), int) and not (
                     rec == "finding" and foreign_seq_ok):
                 out.append("JSON %s:%d: seq %r is not an integer" % (name, n, o.get("seq")))
             if isinstance(o.get("type"), str) and o["type"].startswith("RDMA_CM_EVENT_"):

@@ -88,8 +88,8 @@ fn errno_text(errno: i32) -> String {
     }
 }
 
-/// `ip:port`, `[ip6]:port`, `ib`, or `-` for no address.
-pub(crate) fn addr_text(sa: &libc::sockaddr) -> String {
+/// `ip:port`, `[ip6]:port`, `familyN` for another family, or `-` for no address.
+pub fn addr_text(sa: &libc::sockaddr) -> String {
     match socket_addr(sa) {
         Some(a) => a.to_string(),
         None if sa.sa_family as i32 == libc::AF_UNSPEC => "-".to_string(),

@@ -2,6 +2,7 @@
 
 mod copy;
 mod describe;
+pub use describe::addr_text;
 mod local;
 mod private_data;
 mod slot;
