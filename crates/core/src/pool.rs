@@ -455,11 +455,14 @@ impl Slab {
     /// Gives one reference back to a live slot of this slab (not one held on its buffer
     /// alone); the last one frees the slot, into `cache` when there is one. The value needs no
     /// drop. One read-modify-write decides, so of two threads giving back the same last
-    /// reference one frees and the other is reported.
-    pub(crate) fn release(&'static self, slot: *const u8, cache: Option<&Cache>, op: &str) {
+    /// reference one frees and the other is reported. True when this freed the slot.
+    pub(crate) fn release(&'static self, slot: *const u8, cache: Option<&Cache>, op: &str) -> bool {
         match Self::refs_of(slot).release_event() {
-            Released::Kept => {}
-            Released::Last => self.free(slot, cache),
+            Released::Kept => false,
+            Released::Last => {
+                self.free(slot, cache);
+                true
+            }
             Released::Misuse => misuse(format_args!(
                 "{op}({slot:p}): this {} has no reference left (released more often than retained)",
                 self.what
@@ -538,6 +541,9 @@ pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
     // The log may be routed to a callback that drops it: say it on stderr too, with a write
     // that cannot panic when stderr fails.
     crate::stderr::line(format_args!("cmsafe: {what}; aborting"));
+    // The last events before it, so that they survive the abort (nothing here allocates or
+    // takes a lock).
+    crate::flight::dump_to_path(true);
     std::process::abort()
 }
 
@@ -563,7 +569,9 @@ mod tests {
     }
 
     fn release(slot: *const u8) {
-        CACHE.with(|c| SLAB.release(slot, Some(c), "test"));
+        CACHE.with(|c| {
+            SLAB.release(slot, Some(c), "test");
+        });
     }
 
     fn live() -> u64 {

@@ -87,6 +87,26 @@ impl Event {
     /// # Safety
     /// `raw` is a valid, unacked event from `rdma_get_cm_event`.
     pub(crate) unsafe fn copy_of(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::copy_with(raw, 0) }
+    }
+
+    /// As [`Event::copy_of`], for a caller that acks `raw` as soon as this returns (the flight
+    /// recorder's record says it was acked then).
+    ///
+    /// # Safety
+    /// As [`Event::copy_of`].
+    pub(crate) unsafe fn copy_to_ack(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::copy_with(raw, crate::flight::ACKED) }
+    }
+
+    /// `copy_of`, with the flight recorder's flags.
+    ///
+    /// # Safety
+    /// As [`Event::copy_of`].
+    #[inline(always)]
+    unsafe fn copy_with(raw: *const rdma_cm_event, flight: u64) -> Result<Event, AllocError> {
         // SAFETY: forwarded from the caller; the borrowed bytes are used before any ack.
         let copy::Copied { private_data, kind } = unsafe { copy::copy_event(raw) };
         // SAFETY: a valid event, per the contract.
@@ -127,7 +147,16 @@ impl Event {
             // SAFETY: `raw` is valid per the contract; `private_data` and the addresses are
             // its own (the id's storage is 128 bytes, more than any length copied).
             let slot = unsafe {
-                Self::alloc_copy(raw, local, sizes, private_data, kind, transport, (src, dst))
+                Self::alloc_copy(
+                    raw,
+                    local,
+                    sizes,
+                    private_data,
+                    kind,
+                    transport,
+                    (src, dst),
+                    flight,
+                )
             }?;
             match local {
                 Some(l) => l.types.count(event_type),
@@ -151,6 +180,7 @@ impl Event {
         kind: ParamKind,
         transport: Transport,
         (src, dst): (*const libc::sockaddr_storage, *const libc::sockaddr_storage),
+        flight: u64,
     ) -> Result<*const u8, AllocError> {
         // SAFETY: per the contract; every head field is written below.
         unsafe {
@@ -195,6 +225,16 @@ impl Event {
                 let flags = slot::flags(kind, transport, private_data.is_some());
                 addr_of_mut!((*head).seq_flags).write(slot::seq_flags(seq, flags));
                 addr_of_mut!((*head).fetched_ns).write(fetched_ns);
+                let raw = &*raw;
+                crate::flight::record(
+                    seq,
+                    raw.event,
+                    raw.status,
+                    raw.id as usize,
+                    raw.listen_id as usize,
+                    fetched_ns,
+                    || flight | local.map_or(0, |l| l.tid() as u64),
+                );
             })
         }
     }

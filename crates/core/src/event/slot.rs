@@ -182,9 +182,16 @@ pub(crate) fn retain(slot: *const u8) {
     Slab::retain(slot);
 }
 
-/// Gives one of the event's references back; `local`: this thread's block, if any.
+/// Gives one of the event's references back; `local`: this thread's block, if any. The last
+/// reference of the slot (the event's, or its buffer's in [`release_buf`]) stamps the flight
+/// recorder's record of the copy.
 pub(crate) fn release(slot: *const u8, local: Option<&Local>, op: &str) {
-    SLAB.release(slot, local.map(|l| &l.slots), op);
+    // Read while the reference is held: once freed, the slot may hold another event.
+    // SAFETY: a reference is held, so the slot is live.
+    let seq = unsafe { head(slot) }.seq();
+    if SLAB.release(slot, local.map(|l| &l.slots), op) {
+        crate::flight::released(seq);
+    }
 }
 
 /// One more reference held on the private data buffer alone, of a live slot.
@@ -195,9 +202,15 @@ pub(crate) fn retain_buf(slot: *const u8) {
 /// Gives back a reference held on the buffer alone, freeing the slot when it was the last; a
 /// [`Released::Misuse`] (the buffer held none) is the caller's to report.
 pub(crate) fn release_buf(slot: *const u8, local: Option<&Local>) -> Released {
+    // As in `release`; a buffer made on its own has sequence number 0, of no event.
+    // SAFETY: a reference is held, so the slot is live.
+    let seq = unsafe { head(slot) }.seq();
     let released = Slab::refs_of(slot).release_buf();
     if released == Released::Last {
         SLAB.free(slot, local.map(|l| &l.slots));
+        if seq != 0 {
+            crate::flight::released(seq);
+        }
     }
     released
 }
