@@ -12,16 +12,16 @@ use crate::flight;
 /// off. At load, libcmsafe sets it from `CMSAFE_FLIGHT_EVENTS` (a decimal count), else to
 /// CMSAFE_FLIGHT_DEFAULT_EVENTS (4096: the four events of each of a thousand connections'
 /// lives, an hour's events of a quiet service, in 256 KiB of address space that fills only as
-/// events come).
+/// events come; its cost per event is the same at any size).
 ///
 /// Every event `cmsafe_get_event`, `cmsafe_get_event_timeout`, `cmsafe_get_events`,
-/// `cmsafe_event_copy` or `cmsafe_compat_get_cm_event` copies is recorded when it is copied: its
-/// sequence number, type, status, cm_id, listen id, fetching thread, fetch time and, but for
-/// `cmsafe_event_copy`, its ack time (cmsafe acks in the same call); the release of its last
-/// reference (the event's, or its private data buffer's) adds the release time. Recording
-/// allocates nothing and makes no system call (the ring is allocated here; each thread asks its
-/// id with gettid(2) once, at its first event). The LD_PRELOAD library records nothing here: it
-/// writes its own report (cmsafe-audit(1)).
+/// `cmsafe_event_copy` or `cmsafe_compat_get_cm_event` copies is kept: its sequence number,
+/// type, status, cm_id, listen id, fetch time, ack time (but for `cmsafe_event_copy`: cmsafe
+/// acks in the same call) and release time. The copy holds all but the release time while it
+/// is referenced; the release of its last reference (the event's, or its private data
+/// buffer's) writes the record, with the release time, into the ring. Recording allocates
+/// nothing and makes no system call (the ring is mapped here). The LD_PRELOAD library records
+/// nothing here: it writes its own report (cmsafe-audit(1)).
 ///
 /// When to call: best once, at start, before events are fetched. Each call with a new size
 /// starts an empty ring: the records held so far are dropped, and the replaced ring's memory
@@ -47,11 +47,11 @@ pub extern "C" fn cmsafe_flight_set_size(n: size_t) -> c_int {
 /// Writes the flight recorder's records to `fd` as JSON lines, oldest first: at most the last
 /// `n` events (`cmsafe_flight_set_size`), one object a line:
 ///
-/// `{"record":"flight","seq":7,"type":"ESTABLISHED","status":0,"id":"0x5581...","listen_id":null,"thread":4711,"fetch_ns":...,"ack_ns":...,"release_ns":...}`
+/// `{"record":"flight","seq":7,"type":"ESTABLISHED","status":0,"id":"0x5581...","listen_id":null,"fetch_ns":...,"ack_ns":...,"release_ns":...}`
 ///
 /// `type` is librdmacm's name without RDMA_CM_EVENT_ (`rdma_event_str(3)`); `status` as
 /// `cmsafe_event_status`; `id` and `listen_id` the cm_ids' addresses (`listen_id` null but for
-/// CONNECT_REQUEST); `thread` the fetching thread's id (gettid(2)). Times are nanoseconds of
+/// CONNECT_REQUEST). Times are nanoseconds of
 /// CLOCK_MONOTONIC: `fetch_ns` is `cmsafe_event_time_ns` (CLOCK_MONOTONIC_COARSE, one kernel
 /// tick's resolution); `ack_ns` equals it where cmsafe acked the event in the call that fetched
 /// it, microseconds later, inside the same tick (null for `cmsafe_event_copy`, whose caller
@@ -60,15 +60,17 @@ pub extern "C" fn cmsafe_flight_set_size(n: size_t) -> c_int {
 /// virtual count) and scaled to CLOCK_MONOTONIC by this dump, never before `ack_ns`.
 /// `bin/cmsafe-timeline` turns a dump into a timeline.
 ///
-/// A record being written while the dump reads it is left out, never printed torn; so is
-/// a record dropped because its slot was still being written by a thread as far behind as the
-/// ring is long.
+/// Events released come from the ring, events still held from their copies. A record being
+/// written while the dump reads it is left out, never printed torn; so is a copy being freed
+/// and reused meanwhile, and a record dropped because its slot was still being written by a
+/// thread as far behind as the ring is long.
 ///
 /// Ownership: `fd` stays the caller's, open, at its new offset. NULL: none.
 ///
 /// Threads: any, while other threads fetch and release: the dump takes no lock and stops no
 /// writer. It allocates nothing, so a program may call it from its own crash handler (but
-/// write(2) to a closed pipe raises SIGPIPE as any write does).
+/// write(2) to a closed pipe raises SIGPIPE as any write does). It reads every slot of
+/// cmsafe's pool once per copy still held, so it is meant for rare calls, not a loop.
 ///
 /// System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe), and
 /// one clock_gettime(2) (through the vDSO where the clocksource allows).

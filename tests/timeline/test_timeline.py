@@ -291,8 +291,8 @@ class BadInput(unittest.TestCase):
         self.fails(json.dumps(rec) + "\n", ':1: "ack_ns" is before "get_ns"')
 
     flight = json.dumps({"record": "flight", "seq": 3, "type": "ESTABLISHED", "status": 0,
-                         "id": "0x10", "listen_id": None, "thread": 1, "fetch_ns": 5,
-                         "ack_ns": 5, "release_ns": 9})
+                         "id": "0x10", "listen_id": None, "fetch_ns": 5, "ack_ns": 5,
+                         "release_ns": 9})
 
     def test_a_flight_record_without_its_release(self):
         rec = json.loads(self.flight)
@@ -399,8 +399,11 @@ class Flight(unittest.TestCase):
                                                           pid["0x5610c0002000"], 0.0))
         self.assertEqual(names[pid["0x5610c0002000"]],
                          "cm_id 0x5610c0002000 (first event CONNECT_REQUEST) - flight.json")
-        # Each event on its fetching thread's row.
-        self.assertEqual(by_seq[14]["tid"], 901)
+        # A dump names no thread: one row, thread 0, named for that.
+        self.assertEqual({m["tid"] for m in events}, {0})
+        rows = [m["args"]["name"] for m in trace["traceEvents"]
+                if m["ph"] == "M" and m["name"] == "thread_name"]
+        self.assertIn("events (the flight recorder names no thread)", rows)
 
     def test_a_dump_and_a_report_together(self):
         reports, trace = convert("flight.json", "listener.json")
@@ -462,6 +465,51 @@ class RealRun(unittest.TestCase):
         destroys = sum(len(r.destroys) for r in reports)
         self.assertGreater(destroys, 10)
         self.assertEqual(len([m for m in marks(trace, "i") if m["cat"] == "destroy"]), destroys)
+
+
+class FlightRealRun(unittest.TestCase):
+    """The flight recorder's dumps at exit of a real run (the demo's token server and client,
+    3 connections, CMSAFE_FLIGHT_DUMP, in the Soft-RoCE guest): every event in fetch order,
+    drawn."""
+
+    def dump(self, name):
+        reports = tl.read_reports([data("real", name)])
+        return reports, json.loads(json.dumps(tl.convert(reports)))
+
+    def test_the_servers_dump(self):
+        reports, trace = self.dump("token-server-flight.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        events = [e for _, e in reports[0].events]
+        self.assertEqual([e["seq"] for e in events], list(range(1, 10)))
+        self.assertEqual([e["type"] for e in events],
+                         ["CONNECT_REQUEST", "ESTABLISHED"] * 3 + ["DISCONNECTED"] * 3)
+        # Each connection's three events on its new id; each request from the one listen id.
+        for i in range(3):
+            req, est = events[2 * i], events[2 * i + 1]
+            self.assertEqual(req["id"], est["id"])
+            self.assertEqual(req["listen_id"], events[0]["listen_id"])
+        self.assertEqual(len({e["id"] for e in events}), 3)
+        # Acked at the fetch, released after, all before exit.
+        for e in events:
+            self.assertEqual(e["ack_ns"], e["get_ns"])
+            self.assertGreaterEqual(e["release_ns"], e["ack_ns"])
+        self.assertEqual(len(marks(trace, "s")), 3)
+        holds = [m for m in marks(trace, "b") if m["cat"] == "cm_hold"]
+        self.assertEqual(len(holds), 9)
+        self.assertTrue(all(m["args"]["released"] for m in holds))
+
+    def test_the_clients_dump(self):
+        reports, trace = self.dump("token-client-flight.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        events = [e for _, e in reports[0].events]
+        self.assertEqual([e["seq"] for e in events], list(range(1, 13)))
+        self.assertEqual([e["type"] for e in events],
+                         ["ADDR_RESOLVED", "ROUTE_RESOLVED", "ESTABLISHED"] * 3
+                         + ["DISCONNECTED"] * 3)
+        self.assertFalse(marks(trace, "s"))
+        # Three ids, each a track with its four events.
+        names = track_names(trace)
+        self.assertEqual(len(names), 3)
 
 
 if __name__ == "__main__":

@@ -38,4 +38,4 @@ pub mod signal_queue;
 
 pub use lock::{Deadline, TimedLock};
 pub use refs::{Released, SlotRefs};
-pub use seq_record::SeqRecord;
+pub use seq_record::{Claimed, SeqRecord};

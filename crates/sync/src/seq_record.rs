@@ -5,9 +5,9 @@
 //! is indexed by it) and its place in the slot's history: the stamp holds `seq * 2` for a whole
 //! record and `seq * 2 + 1` while a thread writes one. A writer claims the slot with one
 //! compare-and-swap from a whole, older record, so two threads never write one slot at once: a
-//! writer that finds the slot being written, or holding a newer record, drops its own. An
-//! amendment (a field filled in later: the release time) claims the slot the same way, from
-//! its own record only, so it never lands on a record that replaced its own.
+//! writer that finds the slot being written, or holding a newer record, drops its own. The
+//! usual writer guesses the record the slot holds (the one a ring's length before) and claims
+//! it in one compare-and-swap; anything else is the fallback's, which loads the stamp first.
 //!
 //! The reader is the seqlock's: the stamp, the words, an acquire fence, the stamp again; the
 //! copy is the record only when both stamps are the one asked for, so a record being written
@@ -61,39 +61,32 @@ impl<const W: usize> SeqRecord<W> {
     }
 
     /// Writes record `seq` (> 0). False, writing nothing, when the slot holds a newer record or
-    /// another thread is writing it (a writer as far behind as the ring is long). `prev`: the
-    /// record the slot most likely holds, the one a ring's length before (a guess: any other
-    /// whole, older record is replaced all the same, at the cost of a load and a second try).
-    #[inline(always)]
-    pub fn write(&self, seq: u64, prev: u64, words: [u64; W]) -> bool {
-        if !self.claim(prev.wrapping_mul(2), seq) && !self.claim_older(seq) {
-            return false;
+    /// another thread is writing it (a writer as far behind as the ring is long).
+    pub fn write(&self, seq: u64, words: [u64; W]) -> bool {
+        match self.claim_older(seq) {
+            Some(claimed) => {
+                claimed.fill(words);
+                true
+            }
+            None => false,
         }
-        for (w, v) in self.words.iter().zip(words) {
-            w.store(v, Ordering::Relaxed);
-        }
-        // Release: the words are seen by whoever sees the whole stamp.
-        self.stamp.store(seq * 2, Ordering::Release);
-        true
     }
 
-    /// Claims the slot for `seq` from whatever whole, older record it holds.
-    #[cold]
-    fn claim_older(&self, seq: u64) -> bool {
+    /// The slot, claimed for record `seq` (> 0) from record `prev` (the one a ring's length
+    /// before, which the slot most likely holds); None when it holds anything else. One
+    /// compare-and-swap: the writer's usual path, `claim_older` its fallback.
+    #[inline(always)]
+    pub fn claim_from(&self, prev: u64, seq: u64) -> Option<Claimed<'_, W>> {
+        self.claim(prev.wrapping_mul(2), seq)
+            .then_some(Claimed { slot: self, seq })
+    }
+
+    /// The slot, claimed for record `seq` (> 0) from whatever whole, older record it holds;
+    /// None when it holds a newer one or another thread is writing it.
+    pub fn claim_older(&self, seq: u64) -> Option<Claimed<'_, W>> {
         let old = self.stamp.load(Ordering::Relaxed);
-        old & 1 == 0 && old < seq * 2 && self.claim(old, seq)
-    }
-
-    /// Sets word `i` of record `seq`, if the slot still holds it whole; false otherwise (the
-    /// record was replaced, or is being written or amended by another thread).
-    #[inline(always)]
-    pub fn amend(&self, seq: u64, i: usize, value: u64) -> bool {
-        if !self.claim(seq * 2, seq) {
-            return false;
-        }
-        self.words[i].store(value, Ordering::Relaxed);
-        self.stamp.store(seq * 2, Ordering::Release);
-        true
+        (old & 1 == 0 && old < seq * 2 && self.claim(old, seq))
+            .then_some(Claimed { slot: self, seq })
     }
 
     /// A copy of record `seq` when the slot holds it whole; None when it holds another record,
@@ -117,12 +110,33 @@ impl<const W: usize> SeqRecord<W> {
     /// tests of the crates that read these slots. False when the claim failed, as `write`'s.
     #[doc(hidden)]
     pub fn claim_and_stop(&self, seq: u64) -> bool {
-        self.claim_older(seq)
+        self.claim_older(seq).map(std::mem::forget).is_some()
     }
 
     /// The sequence number of the record the slot holds whole or is being written, 0 for none.
     pub fn seq(&self) -> u64 {
         self.stamp.load(Ordering::Relaxed) / 2
+    }
+}
+
+/// A slot claimed for a record: [`Claimed::fill`] writes it. Dropped unfilled, the slot stays
+/// busy for good (its record torn, skipped by readers, and the slot's later writers drop
+/// theirs): fill it.
+#[must_use = "a claimed slot stays busy until it is filled"]
+pub struct Claimed<'a, const W: usize> {
+    slot: &'a SeqRecord<W>,
+    seq: u64,
+}
+
+impl<const W: usize> Claimed<'_, W> {
+    /// The words, then the whole stamp: the record is there for readers.
+    #[inline(always)]
+    pub fn fill(self, words: [u64; W]) {
+        for (w, v) in self.slot.words.iter().zip(words) {
+            w.store(v, Ordering::Relaxed);
+        }
+        // Release: the words are seen by whoever sees the whole stamp.
+        self.slot.stamp.store(self.seq * 2, Ordering::Release);
     }
 }
 
@@ -141,42 +155,40 @@ mod tests {
     fn newer_records_replace_older_and_never_the_reverse() {
         let s = SeqRecord::<3>::new();
         assert_eq!(s.read(1), None);
-        assert!(s.write(1, 0, [1, 2, 3]));
+        assert!(s.write(1, [1, 2, 3]));
         assert_eq!(s.read(1), Some([1, 2, 3]));
         assert!(
-            s.write(9, 5, [9, 8, 7]),
+            s.write(9, [9, 8, 7]),
             "a wrong guess, then the record there"
         );
         assert_eq!(s.read(1), None, "replaced");
         assert_eq!(s.read(9), Some([9, 8, 7]));
-        assert!(!s.write(5, 1, [5, 5, 5]), "an older record is dropped");
-        assert!(!s.write(9, 1, [0, 0, 0]), "the same record is written once");
+        assert!(!s.write(5, [5, 5, 5]), "an older record is dropped");
+        assert!(!s.write(9, [0, 0, 0]), "the same record is written once");
         assert_eq!(s.read(9), Some([9, 8, 7]));
         assert_eq!(s.seq(), 9);
     }
 
     #[test]
-    fn an_amendment_lands_on_its_own_record_only() {
-        let s = SeqRecord::<2>::new();
-        assert!(s.write(4, 0, [40, 0]));
-        assert!(s.amend(4, 1, 41));
-        assert_eq!(s.read(4), Some([40, 41]));
-        assert!(s.write(12, 4, [120, 0]));
-        assert!(!s.amend(4, 1, 99), "record 4 was replaced");
-        assert_eq!(s.read(12), Some([120, 0]));
+    fn a_claim_from_a_guess_takes_only_that_record() {
+        let s = SeqRecord::<1>::new();
+        assert!(s.write(2, [20]));
+        assert!(s.claim_from(1, 6).is_none(), "the slot holds 2, not 1");
+        s.claim_from(2, 6).expect("the slot holds 2").fill([60]);
+        assert_eq!(s.read(6), Some([60]));
+        assert!(s.claim_from(2, 10).is_none(), "record 2 was replaced by 6");
     }
 
     #[test]
     fn a_record_being_written_is_not_read() {
         let s = SeqRecord::<2>::new();
-        assert!(s.write(3, 0, [30, 31]));
+        assert!(s.write(3, [30, 31]));
         // What a writer that claimed the slot for 7 and stopped leaves.
         assert!(s.claim(6, 7));
         s.words[0].store(70, Ordering::Relaxed);
         assert_eq!(s.read(7), None, "torn: skipped");
         assert_eq!(s.read(3), None, "the old record is gone");
-        assert!(!s.write(8, 7, [80, 81]), "busy: dropped");
-        assert!(!s.amend(7, 1, 1), "busy: not amended");
+        assert!(!s.write(8, [80, 81]), "busy: dropped");
     }
 }
 
@@ -198,10 +210,11 @@ mod loom_models {
     fn a_reader_never_sees_a_torn_record() {
         loom::model(|| {
             let s = Arc::new(SeqRecord::<2>::new());
-            assert!(s.write(1, 0, [10, 11]));
+            assert!(s.write(1, [10, 11]));
             let w = {
                 let s = s.clone();
-                thread::spawn(move || assert!(s.write(3, 1, [30, 31])))
+                // The usual path: the record a ring before, guessed right.
+                thread::spawn(move || s.claim_from(1, 3).expect("record 1 there").fill([30, 31]))
             };
             for seq in [1, 3] {
                 if let Some(words) = s.read(seq) {
@@ -224,7 +237,13 @@ mod loom_models {
                 .into_iter()
                 .map(|seq| {
                     let s = s.clone();
-                    thread::spawn(move || s.write(seq, seq - 2, [seq * 10, seq * 10 + 1]))
+                    thread::spawn(move || {
+                        // The writer's usual path: a guess at the record a ring before.
+                        s.claim_from(seq - 2, seq)
+                            .or_else(|| s.claim_older(seq))
+                            .map(|c| c.fill([seq * 10, seq * 10 + 1]))
+                            .is_some()
+                    })
                 })
                 .collect();
             for seq in [2, 4] {
@@ -238,34 +257,6 @@ mod loom_models {
             whole(held, s.read(held).expect("a whole record"));
             // The newer one is dropped only when it found the older one being written.
             assert!(wrote[1] || held == 2);
-        });
-    }
-
-    /// An amendment racing the slot's reuse: it lands on its own record or not at all, never
-    /// on the record that replaced it.
-    #[test]
-    fn an_amendment_never_lands_on_the_next_record() {
-        loom::model(|| {
-            let s = Arc::new(SeqRecord::<2>::new());
-            assert!(s.write(1, 0, [10, 0]));
-            let a = {
-                let s = s.clone();
-                thread::spawn(move || s.amend(1, 1, 11))
-            };
-            let wrote = s.write(3, 1, [30, 31]);
-            let amended = a.join().unwrap();
-            if wrote {
-                let words = s.read(3).expect("record 3 whole");
-                assert_eq!(
-                    words,
-                    [30, 31],
-                    "the amendment of record 1 landed on record 3"
-                );
-            } else {
-                // The writer found the amendment in the slot and dropped record 3.
-                assert!(amended);
-                assert_eq!(s.read(1), Some([10, 11]));
-            }
         });
     }
 }

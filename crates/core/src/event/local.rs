@@ -1,8 +1,6 @@
-//! A thread's own block: its cache of free slots, its per-type counters and its thread id,
-//! reached through one thread-local lookup per call (each thread-local of a shared library
-//! costs a `__tls_get_addr`).
-
-use std::cell::Cell;
+//! A thread's own block: its cache of free slots and its per-type counters, reached through one
+//! thread-local lookup per call (each thread-local of a shared library costs a
+//! `__tls_get_addr`).
 
 use crate::pool::Cache;
 use crate::stats::TypeCounts;
@@ -10,25 +8,6 @@ use crate::stats::TypeCounts;
 pub(crate) struct Local {
     pub slots: Cache,
     pub types: TypeCounts,
-    /// gettid(2), asked on the thread's first event (a system call each time in glibc); 0
-    /// until then.
-    tid: Cell<u32>,
-}
-
-impl Local {
-    /// This thread's id, for the flight recorder.
-    #[inline(always)]
-    pub fn tid(&self) -> u32 {
-        match self.tid.get() {
-            0 => {
-                // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::gettid() } as u32;
-                self.tid.set(tid);
-                tid
-            }
-            tid => tid,
-        }
-    }
 }
 
 thread_local! {
@@ -36,7 +15,6 @@ thread_local! {
         Local {
             slots: Cache::new(),
             types: TypeCounts::new(),
-            tid: Cell::new(0),
         }
     };
 }

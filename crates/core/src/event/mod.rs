@@ -53,6 +53,12 @@ pub fn unlock_after_fork() {
     slot::unlock_after_fork();
 }
 
+/// The copy still held with the lowest sequence number above `after`, and its flight record
+/// (release 0), for the flight recorder's dump.
+pub(crate) fn held_after(after: u64) -> Option<(u64, crate::flight::ring::Words)> {
+    slot::held_after(after)
+}
+
 /// Event copies still referenced.
 pub(crate) fn live_events() -> u64 {
     slot::count_live(&|s| slot::event_refs(s) > 0)
@@ -87,26 +93,6 @@ impl Event {
     /// # Safety
     /// `raw` is a valid, unacked event from `rdma_get_cm_event`.
     pub(crate) unsafe fn copy_of(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::copy_with(raw, 0) }
-    }
-
-    /// As [`Event::copy_of`], for a caller that acks `raw` as soon as this returns (the flight
-    /// recorder's record says it was acked then).
-    ///
-    /// # Safety
-    /// As [`Event::copy_of`].
-    pub(crate) unsafe fn copy_to_ack(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::copy_with(raw, crate::flight::ACKED) }
-    }
-
-    /// `copy_of`, with the flight recorder's flags.
-    ///
-    /// # Safety
-    /// As [`Event::copy_of`].
-    #[inline(always)]
-    unsafe fn copy_with(raw: *const rdma_cm_event, flight: u64) -> Result<Event, AllocError> {
         // SAFETY: forwarded from the caller; the borrowed bytes are used before any ack.
         let copy::Copied { private_data, kind } = unsafe { copy::copy_event(raw) };
         // SAFETY: a valid event, per the contract.
@@ -147,16 +133,7 @@ impl Event {
             // SAFETY: `raw` is valid per the contract; `private_data` and the addresses are
             // its own (the id's storage is 128 bytes, more than any length copied).
             let slot = unsafe {
-                Self::alloc_copy(
-                    raw,
-                    local,
-                    sizes,
-                    private_data,
-                    kind,
-                    transport,
-                    (src, dst),
-                    flight,
-                )
+                Self::alloc_copy(raw, local, sizes, private_data, kind, transport, (src, dst))
             }?;
             match local {
                 Some(l) => l.types.count(event_type),
@@ -165,6 +142,21 @@ impl Event {
             // SAFETY: not NULL: a slot address.
             Ok(Event(unsafe { NonNull::new_unchecked(slot as *mut u8) }))
         })
+    }
+
+    /// As [`Event::copy_of`], for a caller that acks `raw` as soon as this returns: the copy
+    /// says so to the flight recorder.
+    ///
+    /// # Safety
+    /// As [`Event::copy_of`].
+    pub(crate) unsafe fn copy_to_ack(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
+        // SAFETY: forwarded from the caller.
+        let ev = unsafe { Self::copy_of(raw) }?;
+        // SAFETY: the copy is this thread's alone until it is returned; the flag is a bit of
+        // the head no reader of the event reads (a dump that reads the slot meanwhile sees
+        // `seq_flags` change and leaves the copy out).
+        unsafe { slot::mark_acked(ev.0.as_ptr()) };
+        Ok(ev)
     }
 
     /// The slot of `copy_of`, written.
@@ -180,7 +172,6 @@ impl Event {
         kind: ParamKind,
         transport: Transport,
         (src, dst): (*const libc::sockaddr_storage, *const libc::sockaddr_storage),
-        flight: u64,
     ) -> Result<*const u8, AllocError> {
         // SAFETY: per the contract; every head field is written below.
         unsafe {
@@ -225,16 +216,6 @@ impl Event {
                 let flags = slot::flags(kind, transport, private_data.is_some());
                 addr_of_mut!((*head).seq_flags).write(slot::seq_flags(seq, flags));
                 addr_of_mut!((*head).fetched_ns).write(fetched_ns);
-                let raw = &*raw;
-                crate::flight::record(
-                    seq,
-                    raw.event,
-                    raw.status,
-                    raw.id as usize,
-                    raw.listen_id as usize,
-                    fetched_ns,
-                    || flight | local.map_or(0, |l| l.tid() as u64),
-                );
             })
         }
     }
