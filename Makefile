@@ -22,7 +22,7 @@ C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
                    test_event_types test_pdata_lengths test_event_order test_many_clients \
                    test_threads test_threads_tsan test_shared_event test_shared_event_tsan \
                    test_fetch_modes test_alloc_failure test_misuse test_logging test_new_events \
-                   test_new_events_plain
+                   test_new_events_plain test_flight
 C_TEST_BINS     := $(addprefix $(CTESTS)/,$(C_TEST_PROGRAMS))
 EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 

@@ -34,6 +34,16 @@
 #define CMSAFE_EVENT_TYPE_SLOTS 21
 
 /**
+ * The default size of the flight recorder (see `cmsafe_flight_set_size`).
+ */
+#define CMSAFE_FLIGHT_DEFAULT_EVENTS 4096
+
+/**
+ * The largest size of the flight recorder: 64 MiB of records.
+ */
+#define CMSAFE_FLIGHT_MAX_EVENTS (1 << 20)
+
+/**
  * How to read an event's status.
  */
 typedef enum {
@@ -472,6 +482,73 @@ int cmsafe_get_events(struct rdma_event_channel *ch,
  */
 int cmsafe_event_copy(const struct rdma_cm_event *raw,
                       cmsafe_event **out);
+
+/**
+ * Sets how many of the latest events the flight recorder keeps: `n` records, 0 to turn it
+ * off. At load, libcmsafe sets it from `CMSAFE_FLIGHT_EVENTS` (a decimal count), else to
+ * CMSAFE_FLIGHT_DEFAULT_EVENTS (4096: the four events of each of a thousand connections'
+ * lives, an hour's events of a quiet service, in 256 KiB of address space that fills only as
+ * events come; its cost per event is the same at any size).
+ *
+ * Every event `cmsafe_get_event`, `cmsafe_get_event_timeout`, `cmsafe_get_events`,
+ * `cmsafe_event_copy` or `cmsafe_compat_get_cm_event` copies is kept: its sequence number,
+ * type, status, cm_id, listen id, fetch time, ack time (but for `cmsafe_event_copy`: cmsafe
+ * acks in the same call) and release time. The copy holds all but the release time while it
+ * is referenced; the release of its last reference (the event's, or its private data
+ * buffer's) writes the record, with the release time, into the ring. Recording allocates
+ * nothing and makes no system call (the ring is mapped here). The LD_PRELOAD library records
+ * nothing here: it writes its own report (cmsafe-audit(1)).
+ *
+ * When to call: best once, at start, before events are fetched. Each call with a new size
+ * starts an empty ring: the records held so far are dropped, and the replaced ring's memory
+ * (64 bytes a record) stays allocated until exit, since another thread may still be writing
+ * in it. A call with the size in place changes nothing and keeps the records. `n` is kept as
+ * given (a dump prints at most `n` records); the ring holds the next power of two.
+ *
+ * Threads: any; events recorded on other threads during the call go to the old ring or the
+ * new one.
+ *
+ * Returns 0, or -1 with errno: EINVAL (`n` above CMSAFE_FLIGHT_MAX_EVENTS, 1048576), ENOMEM
+ * (the ring could not be mapped; the ring in place stays).
+ */
+int cmsafe_flight_set_size(size_t n);
+
+/**
+ * Writes the flight recorder's records to `fd` as JSON lines, oldest first: at most the last
+ * `n` events (`cmsafe_flight_set_size`), one object a line:
+ *
+ * `{"record":"flight","seq":7,"type":"ESTABLISHED","status":0,"id":"0x5581...","listen_id":null,"fetch_ns":...,"ack_ns":...,"release_ns":...}`
+ *
+ * `type` is librdmacm's name without RDMA_CM_EVENT_ (`rdma_event_str(3)`); `status` as
+ * `cmsafe_event_status`; `id` and `listen_id` the cm_ids' addresses (`listen_id` null but for
+ * CONNECT_REQUEST). Times are nanoseconds of
+ * CLOCK_MONOTONIC: `fetch_ns` is `cmsafe_event_time_ns` (CLOCK_MONOTONIC_COARSE, one kernel
+ * tick's resolution); `ack_ns` equals it where cmsafe acked the event in the call that fetched
+ * it, microseconds later, inside the same tick (null for `cmsafe_event_copy`, whose caller
+ * acks); `release_ns` is when the copy's last
+ * reference was released, null while one is held, read from the CPU's counter (TSC, or arm64's
+ * virtual count) and scaled to CLOCK_MONOTONIC by this dump, never before `ack_ns`.
+ * `bin/cmsafe-timeline` turns a dump into a timeline.
+ *
+ * Events released come from the ring, events still held from their copies. A record being
+ * written while the dump reads it is left out, never printed torn; so is a copy being freed
+ * and reused meanwhile, and a record dropped because its slot was still being written by a
+ * thread as far behind as the ring is long.
+ *
+ * Ownership: `fd` stays the caller's, open, at its new offset. NULL: none.
+ *
+ * Threads: any, while other threads fetch and release: the dump takes no lock and stops no
+ * writer. It allocates nothing, so a program may call it from its own crash handler (but
+ * write(2) to a closed pipe raises SIGPIPE as any write does). It reads every slot of
+ * cmsafe's pool once per copy still held, so it is meant for rare calls, not a loop.
+ *
+ * System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe), and
+ * one clock_gettime(2) (through the vDSO where the clocksource allows).
+ *
+ * Returns the number of records written (0 with the recorder off), or -1 with errno: EBADF
+ * (`fd` < 0), or the errno of the write(2) that failed (what came before it was written).
+ */
+int cmsafe_flight_dump(int fd);
 
 /**
  * The kernel's name for an IB CM reject reason (`enum ib_cm_rej_reason` in the kernel's

@@ -15,6 +15,6 @@
 mod ffi;
 
 pub use cmsafe_core::{
-    channel, cm, event, fault, fork_lock, logging, recent, safe, snapshot, stats, status,
+    channel, cm, event, fault, flight, fork_lock, logging, recent, safe, snapshot, stats, status,
 };
 pub use cmsafe_core::{AllocError, Event, EventChannel, PrivateData, Stats, StatusKind, Wait};

@@ -9,6 +9,7 @@ mod buf;
 mod compat;
 mod event;
 mod fetch;
+mod flight;
 mod fork;
 mod observe;
 mod version;

@@ -311,6 +311,25 @@ class BadInput(unittest.TestCase):
         rec["ack_ns"] = 1
         self.fails(json.dumps(rec) + "\n", ':1: "ack_ns" is before "get_ns"')
 
+    flight = json.dumps({"record": "flight", "seq": 3, "type": "ESTABLISHED", "status": 0,
+                         "id": "0x10", "listen_id": None, "fetch_ns": 5, "ack_ns": 5,
+                         "release_ns": 9})
+
+    def test_a_flight_record_without_its_release(self):
+        rec = json.loads(self.flight)
+        del rec["release_ns"]
+        self.fails(json.dumps(rec) + "\n", ':1: flight record without "release_ns"')
+
+    def test_a_release_before_its_ack(self):
+        rec = json.loads(self.flight)
+        rec["release_ns"] = 4
+        self.fails(json.dumps(rec) + "\n", ':1: "release_ns" is before the ack')
+
+    def test_a_negative_fetch_time(self):
+        rec = json.loads(self.flight)
+        rec["fetch_ns"] = -5
+        self.fails(json.dumps(rec) + "\n", ':1: "fetch_ns" is negative')
+
     def test_a_finding_without_its_message(self):
         self.fails('{"record":"finding","finding":"late-ack","seq":1,"type":"X","id":"0x1",'
                    '"thread":1,"where":"w"}\n', ':1: finding record without "message"')
@@ -363,6 +382,68 @@ class BadInput(unittest.TestCase):
         self.assertNotIn("Traceback", err)
 
 
+class Flight(unittest.TestCase):
+    """A flight recorder's dump (cmsafe_flight_dump(3)): drawn as a report's events are, with
+    each copy's hold to its release."""
+
+    def test_a_dump_draws_events_arrows_and_holds(self):
+        reports, trace = convert("flight.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        begins = marks(trace, "b")
+        events = [m for m in begins if m["cat"] == "cm_event"]
+        holds = {m["args"]["seq"]: m for m in begins if m["cat"] == "cm_hold"}
+        self.assertEqual([m["args"]["seq"] for m in events], [11, 12, 14, 15])
+        self.assertEqual(sorted(holds), [11, 12, 14, 15])
+        ends = {m["id"]: m for m in marks(trace, "e")}
+        span = {m["args"]["seq"]: (m["ts"], ends[m["id"]]["ts"]) for m in events}
+        # Acked in the fetch's call: a span of no length at the fetch (origin 5000000 ns).
+        self.assertEqual(span[11], (0.0, 0.0))
+        self.assertEqual(span[12], (400.0, 400.0))
+        # Acked by its caller (cmsafe_event_copy): no ack time, the span ends at the fetch.
+        self.assertEqual(span[15], (1100.0, 1100.0))
+        by_seq = {m["args"]["seq"]: m for m in events}
+        self.assertTrue(by_seq[15]["args"]["acked_by_caller"])
+        self.assertFalse(by_seq[11]["args"]["acked_by_caller"])
+        self.assertFalse(by_seq[15]["args"]["never_acked"])
+        hold = {seq: (m["ts"], ends[m["id"]]["ts"], m["name"]) for seq, m in holds.items()}
+        self.assertEqual(hold[11], (0.0, 200.0, "CONNECT_REQUEST held"))
+        self.assertEqual(hold[12], (400.0, 450.0, "ESTABLISHED held"))
+        self.assertEqual(hold[15], (1100.0, 1300.0, "REJECTED held"))
+        # Not released by the dump: held to the dump's last time, and says so.
+        self.assertEqual(hold[14], (1000.0, 1300.0, "DISCONNECTED held (not released by the dump)"))
+        self.assertFalse(holds[14]["args"]["released"])
+        # The CONNECT_REQUEST's arrow, from its listen id's track to the new id's.
+        names = track_names(trace)
+        pid = {name.split()[1]: p for p, name in names.items()}
+        (s,), (f,) = marks(trace, "s"), marks(trace, "f")
+        self.assertEqual((s["pid"], f["pid"], s["ts"]), (pid["0x5610c0001000"],
+                                                          pid["0x5610c0002000"], 0.0))
+        self.assertEqual(names[pid["0x5610c0002000"]],
+                         "cm_id 0x5610c0002000 (first event CONNECT_REQUEST) - flight.json")
+        # A dump names no thread: one row, thread 0, named for that.
+        self.assertEqual({m["tid"] for m in events}, {0})
+        rows = [m["args"]["name"] for m in trace["traceEvents"]
+                if m["ph"] == "M" and m["name"] == "thread_name"]
+        self.assertIn("events (the flight recorder names no thread)", rows)
+
+    def test_a_dump_and_a_report_together(self):
+        reports, trace = convert("flight.json", "listener.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        self.assertEqual(len([m for m in marks(trace, "b") if m["cat"] == "cm_event"]), 7)
+
+    def test_through_the_launcher(self):
+        audit = os.path.join(os.path.dirname(SCRIPT), "cmsafe-audit")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "t.json")
+            done = subprocess.run([audit, "--timeline", out, "--from", data("flight.json")],
+                                  capture_output=True, text=True, check=False)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(out, encoding="utf-8") as f:
+                trace = json.load(f)
+            self.assertEqual(tl.validate(trace, tl.read_reports([data("flight.json")])), [])
+            self.assertEqual(len(marks(trace, "b")), 8)
+
+
 class Launcher(unittest.TestCase):
     """cmsafe-audit --timeline OUT --from REPORT...: the launcher's way to the converter."""
 
@@ -412,6 +493,51 @@ class RealRun(unittest.TestCase):
         self.assertEqual(len(ends), len(requests) * 2)
         pairs = {(a, b) for a, _, b in ends}
         self.assertTrue(all((b, a) in pairs for a, b in pairs), sorted(pairs))
+
+
+class FlightRealRun(unittest.TestCase):
+    """The flight recorder's dumps at exit of a real run (the demo's token server and client,
+    3 connections, CMSAFE_FLIGHT_DUMP, in the Soft-RoCE guest): every event in fetch order,
+    drawn."""
+
+    def dump(self, name):
+        reports = tl.read_reports([data("real", name)])
+        return reports, json.loads(json.dumps(tl.convert(reports)))
+
+    def test_the_servers_dump(self):
+        reports, trace = self.dump("token-server-flight.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        events = [e for _, e in reports[0].events]
+        self.assertEqual([e["seq"] for e in events], list(range(1, 10)))
+        self.assertEqual([e["type"] for e in events],
+                         ["CONNECT_REQUEST", "ESTABLISHED"] * 3 + ["DISCONNECTED"] * 3)
+        # Each connection's three events on its new id; each request from the one listen id.
+        for i in range(3):
+            req, est = events[2 * i], events[2 * i + 1]
+            self.assertEqual(req["id"], est["id"])
+            self.assertEqual(req["listen_id"], events[0]["listen_id"])
+        self.assertEqual(len({e["id"] for e in events}), 3)
+        # Acked at the fetch, released after, all before exit.
+        for e in events:
+            self.assertEqual(e["ack_ns"], e["get_ns"])
+            self.assertGreaterEqual(e["release_ns"], e["ack_ns"])
+        self.assertEqual(len(marks(trace, "s")), 3)
+        holds = [m for m in marks(trace, "b") if m["cat"] == "cm_hold"]
+        self.assertEqual(len(holds), 9)
+        self.assertTrue(all(m["args"]["released"] for m in holds))
+
+    def test_the_clients_dump(self):
+        reports, trace = self.dump("token-client-flight.json")
+        self.assertEqual(tl.validate(trace, reports), [])
+        events = [e for _, e in reports[0].events]
+        self.assertEqual([e["seq"] for e in events], list(range(1, 13)))
+        self.assertEqual([e["type"] for e in events],
+                         ["ADDR_RESOLVED", "ROUTE_RESOLVED", "ESTABLISHED"] * 3
+                         + ["DISCONNECTED"] * 3)
+        self.assertFalse(marks(trace, "s"))
+        # Three ids, each a track with its four events.
+        names = track_names(trace)
+        self.assertEqual(len(names), 3)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 //! - [`safe`]: safe mode's copies that outlive the program's ack (preload and compat header).
 //! - [`stats`], [`logging`], [`fault`]: counters, log routing, allocation fault injection;
 //!   `snapshot` reads the counters with what is derived from the pool and the channels.
+//! - [`flight`]: the flight recorder, the last N events in a ring, dumped as JSON lines.
 //! - [`fork_lock`]: the mutex of process-wide state that a fork(2) must not split, and the
 //!   handlers that take cmsafe's own across a fork.
 //! - [`recent`]: a bounded map of the latest entries under pointers that come back (safe mode's
@@ -32,6 +33,7 @@ pub mod cm;
 pub mod errno;
 pub mod event;
 pub mod fault;
+pub mod flight;
 pub mod fork_lock;
 pub mod logging;
 pub mod page;

@@ -455,11 +455,21 @@ impl Slab {
     /// Gives one reference back to a live slot of this slab (not one held on its buffer
     /// alone); the last one frees the slot, into `cache` when there is one. The value needs no
     /// drop. One read-modify-write decides, so of two threads giving back the same last
-    /// reference one frees and the other is reported.
-    pub(crate) fn release(&'static self, slot: *const u8, cache: Option<&Cache>, op: &str) {
+    /// reference one frees and the other is reported. `last` runs before the last reference's
+    /// free, while the slot is still the caller's alone.
+    pub(crate) fn release(
+        &'static self,
+        slot: *const u8,
+        cache: Option<&Cache>,
+        op: &str,
+        last: impl FnOnce(),
+    ) {
         match Self::refs_of(slot).release_event() {
             Released::Kept => {}
-            Released::Last => self.free(slot, cache),
+            Released::Last => {
+                last();
+                self.free(slot, cache);
+            }
             Released::Misuse => misuse(format_args!(
                 "{op}({slot:p}): this {} has no reference left (released more often than retained)",
                 self.what
@@ -525,6 +535,10 @@ impl Slab {
     }
 }
 
+/// What a misuse's abort runs before it aborts: the flight recorder's dump, once the recorder
+/// was set up (`flight::set_size`).
+pub(crate) static ABORT_DUMP: OnceCell<fn()> = OnceCell::new();
+
 /// A misuse that would corrupt memory if cmsafe went on: report it and abort.
 ///
 /// Nothing between here and the abort may unwind: a panic would reach the C boundary's
@@ -538,6 +552,11 @@ pub(crate) fn misuse(what: std::fmt::Arguments<'_>) -> ! {
     // The log may be routed to a callback that drops it: say it on stderr too, with a write
     // that cannot panic when stderr fails.
     crate::stderr::line(format_args!("cmsafe: {what}; aborting"));
+    // The last events before it, so that they survive the abort (the dump allocates nothing
+    // and takes no lock).
+    if let Some(dump) = ABORT_DUMP.get() {
+        dump();
+    }
     std::process::abort()
 }
 
@@ -563,7 +582,7 @@ mod tests {
     }
 
     fn release(slot: *const u8) {
-        CACHE.with(|c| SLAB.release(slot, Some(c), "test"));
+        CACHE.with(|c| SLAB.release(slot, Some(c), "test", || {}));
     }
 
     fn live() -> u64 {

@@ -98,8 +98,8 @@ impl SafeCopies {
         &mut self,
         raw: *const rdma_cm_event,
     ) -> Result<*mut rdma_cm_event, AllocError> {
-        // SAFETY: forwarded from the caller.
-        let ev = unsafe { Event::copy_from_raw(raw) }?;
+        // SAFETY: forwarded from the caller, who acks `raw` right after.
+        let ev = unsafe { Event::copy_to_ack(raw) }?;
         Ok(self.insert(ev))
     }
 

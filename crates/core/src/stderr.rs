@@ -1,10 +1,10 @@
-//! Lines to stderr that cannot panic.
+//! Lines to stderr, or another file descriptor, that cannot panic.
 //!
 //! `eprintln!` panics when its write fails (fd 2 a pipe whose reader is gone with SIGPIPE
 //! ignored, a full disk, a terminal hung up). On the paths that report a misuse or log, such a
 //! panic would unwind to the C boundary, whose `catch_unwind` turns it into a normal return: a
-//! misuse that must abort would return instead. These writes go to fd 2 with write(2) and drop
-//! whatever cannot be written.
+//! misuse that must abort would return instead. These writes go out with write(2), from a
+//! buffer on the stack: nothing here allocates, so a misuse's abort path may use it.
 
 use std::fmt::{self, Write};
 
@@ -13,33 +13,59 @@ use std::fmt::{self, Write};
 /// out in pieces.
 const LINE: usize = 1024;
 
-struct Fd2 {
+/// Text for a file descriptor, in writes of up to [`LINE`] bytes; the first write(2) error is
+/// kept (see [`FdOut::error`]) and what follows it is dropped.
+pub(crate) struct FdOut {
+    fd: i32,
     buf: [u8; LINE],
     len: usize,
+    error: i32,
 }
 
-impl Fd2 {
-    fn flush(&mut self) {
+impl FdOut {
+    pub(crate) fn new(fd: i32) -> Self {
+        FdOut {
+            fd,
+            buf: [0; LINE],
+            len: 0,
+            error: 0,
+        }
+    }
+
+    /// Room left before the next write(2): a caller that keeps its lines whole in one write
+    /// flushes first when a line may not fit.
+    pub(crate) fn room(&self) -> usize {
+        LINE - self.len
+    }
+
+    /// Writes out what is buffered (retrying EINTR and short writes).
+    pub(crate) fn flush(&mut self) {
         let mut rest = &self.buf[..self.len];
-        while !rest.is_empty() {
-            // SAFETY: writes from a live buffer of `rest.len()` bytes; fd 2 may be anything,
-            // closed included: write(2) then fails, which is ignored.
-            let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        while !rest.is_empty() && self.error == 0 {
+            // SAFETY: writes from a live buffer of `rest.len()` bytes; the fd may be anything,
+            // closed included: write(2) then fails, which is kept.
+            let n = unsafe { libc::write(self.fd, rest.as_ptr().cast(), rest.len()) };
             if n > 0 {
                 rest = &rest[n as usize..];
-            } else if n < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
-                continue;
+            } else if n < 0 {
+                match crate::errno::get() {
+                    libc::EINTR => continue,
+                    e => self.error = e,
+                }
             } else {
-                break;
+                self.error = libc::EIO;
             }
         }
         self.len = 0;
     }
+
+    /// The errno of the first write(2) that failed, 0 if none did.
+    pub(crate) fn error(&self) -> i32 {
+        self.error
+    }
 }
 
-impl Write for Fd2 {
+impl Write for FdOut {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut s = s.as_bytes();
         while !s.is_empty() {
@@ -56,11 +82,8 @@ impl Write for Fd2 {
 }
 
 /// Writes `args` and a newline to stderr, ignoring errors. Never panics, never allocates.
-pub(crate) fn line(args: fmt::Arguments<'_>) {
-    let mut out = Fd2 {
-        buf: [0; LINE],
-        len: 0,
-    };
+pub fn line(args: fmt::Arguments<'_>) {
+    let mut out = FdOut::new(2);
     // A Display that fails only cuts the line short: the error is not ours to report.
     let _ = out.write_fmt(args);
     let _ = out.write_str("\n");

@@ -18,12 +18,15 @@
 //! - [`saved_action::SavedAction`]: the previous signal action, saved before ours is installed.
 //! - [`gone_channels::GoneChannels`]: destroyed event channels, for a check that takes no lock.
 //! - [`read_table::ReadTable`]: the threads blocked in a read, by channel, for a watcher.
+//! - [`SeqRecord`]: a slot of a ring of records written by many threads and copied out while
+//!   they write (the flight recorder).
 //!
 //! `shim` picks the atomics; `slot_cell` the cell whose accesses loom checks for races.
 
 mod futex;
 mod lock;
 mod refs;
+mod seq_record;
 mod shim;
 mod slot_cell;
 
@@ -35,3 +38,4 @@ pub mod signal_queue;
 
 pub use lock::{Deadline, TimedLock};
 pub use refs::{Released, SlotRefs};
+pub use seq_record::{Claimed, SeqRecord};

@@ -160,7 +160,7 @@ pub unsafe fn fetch_batch(
 /// `raw` is an unacked event from `rdma_get_cm_event`.
 unsafe fn copy_and_ack(raw: RawEvent, slot: &mut Option<RawEvent>) -> Result<Event, Errno> {
     // SAFETY: forwarded from the caller.
-    match unsafe { Event::copy_of(raw.0) } {
+    match unsafe { Event::copy_to_ack(raw.0) } {
         Ok(event) => {
             // SAFETY: acked exactly once, after the copy.
             if unsafe { rdma_ack_cm_event(raw.0) } == 0 {

@@ -54,6 +54,12 @@ pub fn unlock_after_fork() {
     slot::unlock_after_fork();
 }
 
+/// The copy still held with the lowest sequence number above `after`, and its flight record
+/// (release 0), for the flight recorder's dump.
+pub(crate) fn held_after(after: u64) -> Option<(u64, crate::flight::ring::Words)> {
+    slot::held_after(after)
+}
+
 /// Event copies still referenced.
 pub(crate) fn live_events() -> u64 {
     slot::count_live(&|s| slot::event_refs(s) > 0)
@@ -137,6 +143,21 @@ impl Event {
             // SAFETY: not NULL: a slot address.
             Ok(Event(unsafe { NonNull::new_unchecked(slot as *mut u8) }))
         })
+    }
+
+    /// As [`Event::copy_of`], for a caller that acks `raw` as soon as this returns: the copy
+    /// says so to the flight recorder.
+    ///
+    /// # Safety
+    /// As [`Event::copy_of`].
+    pub(crate) unsafe fn copy_to_ack(raw: *const rdma_cm_event) -> Result<Event, AllocError> {
+        // SAFETY: forwarded from the caller.
+        let ev = unsafe { Self::copy_of(raw) }?;
+        // SAFETY: the copy is this thread's alone until it is returned; the flag is a bit of
+        // the head no reader of the event reads (a dump that reads the slot meanwhile sees
+        // `seq_flags` change and leaves the copy out).
+        unsafe { slot::mark_acked(ev.0.as_ptr()) };
+        Ok(ev)
     }
 
     /// The slot of `copy_of`, written.

@@ -20,6 +20,7 @@ use cmsafe_sync::Released;
 use super::copy::ParamKind;
 use super::local::Local;
 use crate::cm::rdma_cm_event;
+use crate::flight::ring;
 use crate::pool::{AllocError, Slab, SlotState, CLASSES, VALUE_OFFSET};
 use crate::stats::COUNTERS;
 use crate::status::Transport;
@@ -80,6 +81,8 @@ pub(crate) const BYTES_OFFSET: usize = VALUE_OFFSET + std::mem::size_of::<Head>(
 const _: () = assert!(BYTES_OFFSET % 8 == 0);
 
 pub(crate) const HAS_PD: u8 = 0x20;
+/// cmsafe acked the event in the call that copied it (for the flight recorder's record).
+pub(crate) const ACKED: u8 = 0x40;
 
 /// Tail sizes of the classes: enough for IPv4 addresses alone (32), then with the 56 bytes of an
 /// IB/RoCE CONNECT_REQUEST or IPv6 addresses (88), and up to 255 bytes of private data with two
@@ -182,9 +185,122 @@ pub(crate) fn retain(slot: *const u8) {
     Slab::retain(slot);
 }
 
-/// Gives one of the event's references back; `local`: this thread's block, if any.
+/// Gives one of the event's references back; `local`: this thread's block, if any. The last
+/// reference of the slot (the event's, or its buffer's in [`release_buf`]) records the copy in
+/// the flight recorder, from the slot, before the slot is freed.
 pub(crate) fn release(slot: *const u8, local: Option<&Local>, op: &str) {
-    SLAB.release(slot, local.map(|l| &l.slots), op);
+    SLAB.release(slot, local.map(|l| &l.slots), op, || record(slot));
+}
+
+/// The flight recorder's record of a copy whose last reference is going, when the recorder
+/// is on.
+#[inline(always)]
+fn record(slot: *const u8) {
+    if let Some(ring) = ring::ring() {
+        record_in(slot, ring);
+    }
+}
+
+/// `record`, out of line: inlined, its registers made the release path spill and call what it
+/// had inlined (bench/README.md, "The flight recorder").
+#[inline(never)]
+fn record_in(slot: *const u8, ring: &ring::Ring) {
+    // SAFETY: the caller holds the slot's last reference: live, and its alone.
+    let head = unsafe { head(slot) };
+    let seq = head.seq();
+    if seq == 0 {
+        // A buffer made on its own, of no event.
+        return;
+    }
+    // The closure holds `head` alone: one register, out of line too.
+    ring.record(seq, move |now| {
+        let cm = &head.cm;
+        ring::words(
+            type_status(cm),
+            head.seq_flags,
+            (cm.id as usize, cm.listen_id as usize),
+            head.fetched_ns,
+            now,
+        )
+    });
+}
+
+/// Marks a copy acked by cmsafe in the call that made it, for the flight recorder.
+///
+/// # Safety
+/// `slot` is a live event slot that no other thread holds yet.
+pub(crate) unsafe fn mark_acked(slot: *const u8) {
+    // SAFETY: per the contract, the head is ours to write.
+    unsafe { (*(slot.add(VALUE_OFFSET) as *mut Head)).seq_flags |= (ACKED as u64) << FLAGS_SHIFT };
+}
+
+/// `event` and `status`, side by side in librdmacm's struct, in one load.
+#[inline(always)]
+fn type_status(cm: *const rdma_cm_event) -> u64 {
+    // SAFETY: the two 4-byte fields are adjacent (asserted below) in a live struct.
+    unsafe { (std::ptr::addr_of!((*cm).event) as *const u64).read_unaligned() }
+}
+
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(rdma_cm_event, status) == offset_of!(rdma_cm_event, event) + 4);
+    // The flight recorder reads ACKED from the slot's `seq_flags` as it is.
+    assert!((ACKED as u64) << FLAGS_SHIFT == ring::ACKED);
+};
+
+/// The copy still held (an event reference) with the lowest sequence number above `after`, and
+/// its record, for the flight recorder's dump; None when there is none. A scan of every slot,
+/// which allocates nothing and takes no lock (the dump runs on a misuse's abort path too).
+pub(crate) fn held_after(after: u64) -> Option<(u64, ring::Words)> {
+    let best = std::cell::Cell::new(None::<(u64, ring::Words)>);
+    count_live(&|s| {
+        if let Some((seq, w)) = held_record(s) {
+            if seq > after && best.get().is_none_or(|(b, _)| seq < b) {
+                best.set(Some((seq, w)));
+            }
+        }
+        false
+    });
+    best.get()
+}
+
+/// A live slot's record, if it is an event still referenced. Another thread may free the slot
+/// and make another event in it meanwhile: the reads are checked by reading the references
+/// and the sequence number again after them, and a copy that changed is left out.
+fn held_record(s: *const u8) -> Option<(u64, ring::Words)> {
+    let refs = Slab::refs_of(s);
+    if refs.event_refs() == 0 {
+        return None;
+    }
+    let head = s.wrapping_add(VALUE_OFFSET) as *const Head;
+    // SAFETY: a committed slot stays mapped and holds a Head; its fields are plain data, read
+    // whole (aligned words) though a new owner may be writing them: what such a read returns
+    // is discarded below.
+    let (seq_flags, words) = unsafe {
+        let seq_flags = std::ptr::read_volatile(std::ptr::addr_of!((*head).seq_flags));
+        let cm = std::ptr::addr_of!((*head).cm);
+        let words = ring::words(
+            ring::type_status(
+                std::ptr::read_volatile(std::ptr::addr_of!((*cm).event)),
+                std::ptr::read_volatile(std::ptr::addr_of!((*cm).status)),
+            ),
+            seq_flags,
+            (
+                std::ptr::read_volatile(std::ptr::addr_of!((*cm).id)) as usize,
+                std::ptr::read_volatile(std::ptr::addr_of!((*cm).listen_id)) as usize,
+            ),
+            std::ptr::read_volatile(std::ptr::addr_of!((*head).fetched_ns)),
+            0,
+        );
+        (seq_flags, words)
+    };
+    // Acquire: a store of a new owner read above makes its freeing of the slot (the references
+    // at 0) or its new sequence number visible below.
+    std::sync::atomic::fence(Ordering::Acquire);
+    // SAFETY: as above.
+    let again = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*head).seq_flags)) };
+    let seq = seq_flags & ((1 << FLAGS_SHIFT) - 1);
+    (seq != 0 && again == seq_flags && refs.event_refs() > 0).then_some((seq, words))
 }
 
 /// One more reference held on the private data buffer alone, of a live slot.
@@ -197,6 +313,7 @@ pub(crate) fn retain_buf(slot: *const u8) {
 pub(crate) fn release_buf(slot: *const u8, local: Option<&Local>) -> Released {
     let released = Slab::refs_of(slot).release_buf();
     if released == Released::Last {
+        record(slot);
         SLAB.free(slot, local.map(|l| &l.slots));
     }
     released

@@ -1,0 +1,464 @@
+//! The flight recorder: the process's last N events, each with its sequence number, type,
+//! status, cm_id, listen id and its fetch, ack and release times, in a fixed ring that a dump
+//! copies out as JSON lines while events are still being recorded.
+//!
+//! The ring (`ring`) is one mapping made when its size is set (`set_size`: at load by
+//! libcmsafe, from `CMSAFE_FLIGHT_EVENTS` or the default), so recording an event allocates
+//! nothing and makes no system call. Records go to the slot their sequence number names (the
+//! ring's length is a power of two), so the ring holds the latest records in sequence order
+//! with no shared index to contend on. Each slot is a `cmsafe_sync::SeqRecord`: many writers, a
+//! reader that skips a record being written.
+//!
+//! An event is recorded once, when its copy's last reference is released: until then the copy
+//! holds everything the record would, and the dump reads a copy still held from its slot
+//! (`event::held_after`). So each event costs one ring write, with its release time.
+//!
+//! Times: the fetch time is the copy's own (CLOCK_MONOTONIC_COARSE). The API acks in the call
+//! that fetched, before it returns and microseconds after the copy, well inside the coarse
+//! clock's tick, so the ack time is the fetch time. The release time is read from the CPU's
+//! counter (the TSC on x86-64, the generic timer's virtual count on arm64) and converted to
+//! CLOCK_MONOTONIC nanoseconds at the dump, between the counter and clock readings taken when
+//! the ring was made and at the dump. Where the counter is not the kernel's clocksource, or the
+//! process made it fault (prctl PR_SET_TSC), the release reads the coarse clock instead.
+
+pub(crate) mod ring;
+
+use std::ffi::CString;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+use crate::errno::Errno;
+use crate::stderr::FdOut;
+use ring::{Ring, Scale, RING};
+
+/// The default size: an hour's events of a quiet service, and the whole life of a thousand
+/// connections of a busy one (CONNECT_REQUEST, ESTABLISHED, DISCONNECTED, TIMEWAIT_EXIT: four
+/// events each), in 256 KiB that fill only as events come.
+pub const DEFAULT_FLIGHT_EVENTS: usize = 4096;
+
+/// The largest size: 64 MiB of records.
+pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
+
+/// Where the dump at exit and on a misuse's abort goes (`CMSAFE_FLIGHT_DUMP`); read without a
+/// lock or an allocation on the abort path.
+static DUMP_PATH: OnceLock<CString> = OnceLock::new();
+
+/// Sets the ring's size to `events` records (0 turns the recorder off). A new ring starts
+/// empty: the records of the one it replaces are dropped, and its memory stays mapped (a
+/// writer may still be in it), so a program sets the size once, at start. Setting the size
+/// the ring has keeps it and its records. Errors: EINVAL (more than [`MAX_FLIGHT_EVENTS`]),
+/// ENOMEM (the mapping failed: the ring in place stays).
+pub fn set_size(events: usize) -> Result<(), Errno> {
+    if events > MAX_FLIGHT_EVENTS {
+        return Err(libc::EINVAL);
+    }
+    // A misuse's abort dumps the ring (the pool imports nothing of this module).
+    let _ = crate::pool::ABORT_DUMP.set(|| dump_to_path(true));
+    if events == 0 {
+        RING.store(std::ptr::null_mut(), Ordering::Release);
+        return Ok(());
+    }
+    if ring::ring().is_some_and(|r| r.events == events as u64) {
+        return Ok(());
+    }
+    let ring = Ring::new(events)?;
+    // Release: the header is seen by whoever loads the pointer.
+    RING.store(ring as *const Ring as *mut Ring, Ordering::Release);
+    Ok(())
+}
+
+/// The records a dump prints at most: the size set (0: off).
+pub fn size() -> usize {
+    ring::ring().map_or(0, |r| r.events as usize)
+}
+
+/// Records the ring in place dropped (see `Ring::dropped`); 0 when the recorder is off.
+pub fn dropped() -> u64 {
+    ring::ring().map_or(0, |r| r.dropped.load(Ordering::Relaxed))
+}
+
+/// Writes the last N events, oldest first, as JSON lines to `fd`: those released from the ring
+/// (one being written meanwhile is skipped), those still held from their copies. Returns how
+/// many were written; Err(errno) of the first write(2) that failed. Allocates nothing and takes
+/// no lock: the misuse's abort path calls it.
+pub fn dump(fd: i32) -> Result<u64, Errno> {
+    match ring::ring() {
+        Some(ring) => dump_ring(ring, fd, crate::event::held_after),
+        None => Ok(0),
+    }
+}
+
+/// The dump of `ring`, with the copies still held that `held(after)` gives: the one with the
+/// lowest sequence number above `after`.
+fn dump_ring(
+    ring: &Ring,
+    fd: i32,
+    held: impl Fn(u64) -> Option<(u64, ring::Words)>,
+) -> Result<u64, Errno> {
+    let scale = Scale::of(ring);
+    // The newest event, released or held: the last N sequence numbers up to it.
+    let mut newest_held = 0;
+    let mut after = 0;
+    while let Some((seq, _)) = held(after) {
+        newest_held = seq;
+        after = seq;
+    }
+    let last = ring.last().max(newest_held);
+    let first = last.saturating_sub(ring.events - 1).max(1);
+    let mut next_held = held(first - 1);
+    let mut out = FdOut::new(fd);
+    let mut written = 0;
+    for seq in first..=last {
+        let from_ring = ring.slot(seq).read(seq);
+        let from_copy = next_held.filter(|&(s, _)| s == seq);
+        if from_copy.is_some() {
+            next_held = held(seq);
+        }
+        // Released during the dump, a copy may be in both: the ring's record has its release.
+        if let Some(w) = from_ring.or(from_copy.map(|(_, w)| w)) {
+            ring::line(&mut out, seq, &w, &scale);
+            written += 1;
+        }
+    }
+    out.flush();
+    match out.error() {
+        0 => Ok(written),
+        e => Err(e),
+    }
+}
+
+/// Sets where the dump at exit and on a misuse's abort goes; the first path set stays.
+pub fn set_dump_path(path: CString) {
+    let _ = DUMP_PATH.set(path);
+}
+
+/// The dump at exit, or on a misuse's abort: to the path set, else (`or_stderr`) to stderr.
+/// A failure is said on stderr. No allocation and no lock.
+pub fn dump_to_path(or_stderr: bool) {
+    if size() == 0 {
+        return;
+    }
+    let fd = match DUMP_PATH.get() {
+        // SAFETY: a NUL-terminated path; the flags and mode are plain integers.
+        Some(path) => unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644,
+            )
+        },
+        None if or_stderr => 2,
+        None => return,
+    };
+    if fd < 0 {
+        // The errno's number: its text (io::Error's Display) would allocate.
+        let e = crate::errno::get();
+        crate::stderr::line(format_args!(
+            "cmsafe: flight recorder: cannot open CMSAFE_FLIGHT_DUMP (errno {e})"
+        ));
+        return;
+    }
+    if let Err(e) = dump(fd) {
+        crate::stderr::line(format_args!(
+            "cmsafe: flight recorder: dump failed (errno {e})"
+        ));
+    }
+    if fd != 2 {
+        // SAFETY: our own descriptor, opened above.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ring::{words, Words};
+    use super::*;
+    use crate::cm::event_type_name;
+    use crate::cm::rdma_cm_event_type::*;
+    use std::sync::atomic::AtomicU64;
+
+    /// What `fd` holds, from its start (a memfd a dump wrote).
+    fn contents(fd: i32) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // SAFETY: our own memfd and a live buffer.
+        unsafe { libc::lseek(fd, 0, libc::SEEK_SET) };
+        loop {
+            // SAFETY: as above.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            assert!(n >= 0);
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n as usize]);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn memfd() -> i32 {
+        // SAFETY: a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(c"flight-test".as_ptr(), 0) };
+        assert!(fd >= 0);
+        fd
+    }
+
+    /// `dump` (or a ring's dump) into a memfd, as lines.
+    fn lines_of(dump: impl FnOnce(i32) -> Result<u64, Errno>) -> (u64, Vec<String>) {
+        let fd = memfd();
+        let n = dump(fd).unwrap();
+        let text = contents(fd);
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        (n, text.lines().map(str::to_owned).collect())
+    }
+
+    fn no_held(_: u64) -> Option<(u64, Words)> {
+        None
+    }
+
+    fn dump_lines(ring: &Ring) -> (u64, Vec<String>) {
+        lines_of(|fd| dump_ring(ring, fd, no_held))
+    }
+
+    /// Record `seq`'s words: each a function of `seq`, so a line shows whether it is whole; a
+    /// release count of 0 (still held).
+    fn w(seq: u64) -> Words {
+        let listen = if seq % 2 == 0 { 0x10 } else { 0 };
+        let status = -((seq % 7) as i32);
+        let acked = if seq % 3 != 0 { ring::ACKED } else { 0 };
+        words(
+            ring::type_status((seq % 16) as u32, status),
+            acked,
+            (0x1000 * seq as usize, listen),
+            1_000_000 * seq,
+            0,
+        )
+    }
+
+    /// The line record `seq` of [`w`] makes.
+    fn line_of(seq: u64) -> String {
+        let listen = if seq % 2 == 0 {
+            "\"0x10\"".to_owned()
+        } else {
+            "null".to_owned()
+        };
+        let ack = if seq % 3 != 0 {
+            (1_000_000 * seq).to_string()
+        } else {
+            "null".to_owned()
+        };
+        format!(
+            "{{\"record\":\"flight\",\"seq\":{seq},\"type\":\"{}\",\"status\":{},\"id\":\"{:#x}\",\"listen_id\":{listen},\"fetch_ns\":{},\"ack_ns\":{ack},\"release_ns\":null}}",
+            event_type_name((seq % 16) as u32),
+            -((seq % 7) as i32),
+            0x1000 * seq,
+            1_000_000 * seq,
+        )
+    }
+
+    #[test]
+    fn the_ring_keeps_the_last_n_in_order_as_it_wraps() {
+        let ring = Ring::new(4).unwrap();
+        for seq in 1..=10 {
+            ring.record(seq, |_| w(seq));
+        }
+        let (n, lines) = dump_lines(ring);
+        assert_eq!(n, 4);
+        let want: Vec<String> = (7..=10).map(line_of).collect();
+        assert_eq!(lines, want);
+        assert_eq!(ring.dropped.load(Ordering::Relaxed), 0);
+        // An older record than a slot holds is dropped, and counted.
+        ring.record(5, |_| w(5));
+        assert_eq!(ring.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(dump_lines(ring).1, want);
+    }
+
+    #[test]
+    fn a_size_not_a_power_of_two_dumps_that_many() {
+        let ring = Ring::new(3).unwrap();
+        assert_eq!(ring.mask, 3);
+        for seq in 1..=9 {
+            ring.record(seq, |_| w(seq));
+        }
+        let (n, lines) = dump_lines(ring);
+        assert_eq!(n, 3);
+        assert_eq!(lines, (7..=9).map(line_of).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn gaps_and_torn_records_are_skipped() {
+        let ring = Ring::new(8).unwrap();
+        for seq in [1, 2, 4, 5] {
+            ring.record(seq, |_| w(seq));
+        }
+        // Record 6 stopped midway by its writer: skipped, never printed.
+        assert!(ring.slot(6).claim_and_stop(6));
+        let (n, lines) = dump_lines(ring);
+        assert_eq!(n, 4);
+        assert_eq!(lines, [1, 2, 4, 5].map(line_of));
+        // A writer of 14 (same slot) finds it busy and drops its record.
+        ring.record(14, |_| w(14));
+        assert_eq!(ring.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(dump_lines(ring).1, [1, 2, 4, 5].map(line_of));
+    }
+
+    /// Copies still held come from their slots, in sequence order among the released ones, in
+    /// the window of the last N.
+    #[test]
+    fn held_copies_are_merged_in_order() {
+        let ring = Ring::new(4).unwrap();
+        for seq in [1, 2, 4] {
+            ring.record(seq, |_| w(seq));
+        }
+        let held = |after: u64| {
+            [3u64, 5]
+                .into_iter()
+                .find(|&s| s > after)
+                .map(|s| (s, w(s)))
+        };
+        let (n, lines) = lines_of(|fd| dump_ring(ring, fd, held));
+        assert_eq!(n, 4);
+        assert_eq!(lines, [2, 3, 4, 5].map(line_of));
+        // A copy released while the dump runs is in both: printed once, from the ring.
+        let held = |after: u64| (after < 4).then(|| (4, w(4)));
+        assert_eq!(
+            lines_of(|fd| dump_ring(ring, fd, held)).1,
+            [1, 2, 4].map(line_of)
+        );
+    }
+
+    #[test]
+    fn a_release_time_is_converted_to_the_monotonic_clock() {
+        let ring = Ring::new(4).unwrap();
+        let before = crate::clock::monotonic_ns();
+        ring.record(1, |now| {
+            words(
+                ring::type_status(RDMA_CM_EVENT_ESTABLISHED, 0),
+                ring::ACKED,
+                (0x20, 0),
+                7,
+                now,
+            )
+        });
+        let after = crate::clock::monotonic_ns();
+        let (_, lines) = dump_ring_lines(ring);
+        let released: u64 = lines[0]
+            .split("\"release_ns\":")
+            .nth(1)
+            .and_then(|r| r.trim_end_matches('}').parse().ok())
+            .unwrap_or_else(|| panic!("no release time in {}", lines[0]));
+        assert_eq!(
+            lines[0],
+            format!("{{\"record\":\"flight\",\"seq\":1,\"type\":\"ESTABLISHED\",\"status\":0,\"id\":\"0x20\",\"listen_id\":null,\"fetch_ns\":7,\"ack_ns\":7,\"release_ns\":{released}}}")
+        );
+        // Between clock readings around it (the coarse fallback may lag by one tick).
+        let tick = 10_000_000;
+        assert!(
+            released + tick >= before && released <= after,
+            "{before} {released} {after}"
+        );
+    }
+
+    fn dump_ring_lines(ring: &Ring) -> (u64, Vec<String>) {
+        dump_lines(ring)
+    }
+
+    #[test]
+    fn writers_on_many_threads_and_a_dump_meanwhile_print_only_whole_records() {
+        const THREADS: u64 = 4;
+        const EACH: u64 = 20_000;
+        let ring = Ring::new(64).unwrap();
+        let next = AtomicU64::new(1);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let checked = std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    for _ in 0..EACH {
+                        let seq = next.fetch_add(1, Ordering::Relaxed);
+                        ring.record(seq, |_| w(seq));
+                    }
+                });
+            }
+            let dumper = s.spawn(|| {
+                let mut lines = 0;
+                while !done.load(Ordering::Relaxed) || lines == 0 {
+                    let (n, got) = dump_lines(ring);
+                    assert_eq!(n as usize, got.len());
+                    for l in got {
+                        let seq: u64 = l["{\"record\":\"flight\",\"seq\":".len()..]
+                            .split(',')
+                            .next()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        assert_eq!(l, line_of(seq), "a torn record printed");
+                        lines += 1;
+                    }
+                }
+                lines
+            });
+            while next.load(Ordering::Relaxed) <= THREADS * EACH {
+                std::thread::yield_now();
+            }
+            done.store(true, Ordering::Relaxed);
+            dumper.join().unwrap()
+        });
+        assert!(checked > 0);
+        // Once the writers are done: the last 64, less any a late writer dropped.
+        let (n, lines) = dump_lines(ring);
+        let dropped = ring.dropped.load(Ordering::Relaxed);
+        assert!(
+            n + dropped >= 64 && n <= 64,
+            "{n} records, {dropped} dropped"
+        );
+        let last = THREADS * EACH;
+        let seqs: Vec<u64> = lines
+            .iter()
+            .map(|l| l.split(',').nth(1).unwrap()[6..].parse().unwrap())
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+        assert!(seqs.iter().all(|&s| s > last - 64 && s <= last));
+    }
+
+    /// The process's recorder, through the copy and release an API fetch makes.
+    #[test]
+    fn a_copy_is_dumped_while_held_and_recorded_at_its_release() {
+        use crate::cm::rdma_cm_event;
+        set_size(4096).unwrap();
+        assert_eq!(size(), 4096);
+        // SAFETY: plain data; all-zero is valid.
+        let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+        raw.event = RDMA_CM_EVENT_CONNECT_REQUEST;
+        raw.status = -110;
+        // SAFETY: plain data; all-zero is valid (an id with no addresses yet).
+        let mut ids: Box<[crate::cm::rdma_cm_id; 2]> = Box::new(unsafe { std::mem::zeroed() });
+        raw.id = &mut ids[0];
+        raw.listen_id = &mut ids[1];
+        // SAFETY: a valid event; its ids outlive the copy.
+        let ev = unsafe { crate::event::Event::copy_to_ack(&raw) }.unwrap();
+        let (seq, fetched) = (ev.seq(), ev.fetched_ns());
+        let find = || {
+            let key = format!("\"seq\":{seq},");
+            lines_of(dump).1.into_iter().find(|l| l.contains(&key))
+        };
+        let held = find().expect("dumped from its copy");
+        assert_eq!(
+            held,
+            format!(
+                "{{\"record\":\"flight\",\"seq\":{seq},\"type\":\"CONNECT_REQUEST\",\"status\":-110,\"id\":\"{:p}\",\"listen_id\":\"{:p}\",\"fetch_ns\":{fetched},\"ack_ns\":{fetched},\"release_ns\":null}}",
+                raw.id, raw.listen_id
+            )
+        );
+        let buf = ev.private_data().cloned();
+        assert!(buf.is_none(), "no private data");
+        drop(ev);
+        let released = find().expect("recorded at its release");
+        assert!(released.starts_with(&held[..held.len() - "null}".len()]));
+        assert!(!released.ends_with("null}"), "{released}");
+        assert_eq!(set_size(MAX_FLIGHT_EVENTS + 1), Err(libc::EINVAL));
+        // Off: nothing dumped.
+        set_size(0).unwrap();
+        assert_eq!(size(), 0);
+        assert_eq!(lines_of(dump), (0, vec![]));
+    }
+}

@@ -1,0 +1,145 @@
+//! The flight recorder: the process's last events, dumped as JSON lines on request, at exit
+//! and on a misuse's abort. Set up at load from the environment.
+
+use std::ffi::{CStr, CString};
+
+use libc::{c_int, size_t};
+
+use super::{fail, guard};
+use crate::flight;
+
+/// Sets how many of the latest events the flight recorder keeps: `n` records, 0 to turn it
+/// off. At load, libcmsafe sets it from `CMSAFE_FLIGHT_EVENTS` (a decimal count), else to
+/// CMSAFE_FLIGHT_DEFAULT_EVENTS (4096: the four events of each of a thousand connections'
+/// lives, an hour's events of a quiet service, in 256 KiB of address space that fills only as
+/// events come; its cost per event is the same at any size).
+///
+/// Every event `cmsafe_get_event`, `cmsafe_get_event_timeout`, `cmsafe_get_events`,
+/// `cmsafe_event_copy` or `cmsafe_compat_get_cm_event` copies is kept: its sequence number,
+/// type, status, cm_id, listen id, fetch time, ack time (but for `cmsafe_event_copy`: cmsafe
+/// acks in the same call) and release time. The copy holds all but the release time while it
+/// is referenced; the release of its last reference (the event's, or its private data
+/// buffer's) writes the record, with the release time, into the ring. Recording allocates
+/// nothing and makes no system call (the ring is mapped here). The LD_PRELOAD library records
+/// nothing here: it writes its own report (cmsafe-audit(1)).
+///
+/// When to call: best once, at start, before events are fetched. Each call with a new size
+/// starts an empty ring: the records held so far are dropped, and the replaced ring's memory
+/// (64 bytes a record) stays allocated until exit, since another thread may still be writing
+/// in it. A call with the size in place changes nothing and keeps the records. `n` is kept as
+/// given (a dump prints at most `n` records); the ring holds the next power of two.
+///
+/// Threads: any; events recorded on other threads during the call go to the old ring or the
+/// new one.
+///
+/// Returns 0, or -1 with errno: EINVAL (`n` above CMSAFE_FLIGHT_MAX_EVENTS, 1048576), ENOMEM
+/// (the ring could not be mapped; the ring in place stays).
+#[no_mangle]
+pub extern "C" fn cmsafe_flight_set_size(n: size_t) -> c_int {
+    guard!(fail(libc::EIO), {
+        match flight::set_size(n) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Writes the flight recorder's records to `fd` as JSON lines, oldest first: at most the last
+/// `n` events (`cmsafe_flight_set_size`), one object a line:
+///
+/// `{"record":"flight","seq":7,"type":"ESTABLISHED","status":0,"id":"0x5581...","listen_id":null,"fetch_ns":...,"ack_ns":...,"release_ns":...}`
+///
+/// `type` is librdmacm's name without RDMA_CM_EVENT_ (`rdma_event_str(3)`); `status` as
+/// `cmsafe_event_status`; `id` and `listen_id` the cm_ids' addresses (`listen_id` null but for
+/// CONNECT_REQUEST). Times are nanoseconds of
+/// CLOCK_MONOTONIC: `fetch_ns` is `cmsafe_event_time_ns` (CLOCK_MONOTONIC_COARSE, one kernel
+/// tick's resolution); `ack_ns` equals it where cmsafe acked the event in the call that fetched
+/// it, microseconds later, inside the same tick (null for `cmsafe_event_copy`, whose caller
+/// acks); `release_ns` is when the copy's last
+/// reference was released, null while one is held, read from the CPU's counter (TSC, or arm64's
+/// virtual count) and scaled to CLOCK_MONOTONIC by this dump, never before `ack_ns`.
+/// `bin/cmsafe-timeline` turns a dump into a timeline.
+///
+/// Events released come from the ring, events still held from their copies. A record being
+/// written while the dump reads it is left out, never printed torn; so is a copy being freed
+/// and reused meanwhile, and a record dropped because its slot was still being written by a
+/// thread as far behind as the ring is long.
+///
+/// Ownership: `fd` stays the caller's, open, at its new offset. NULL: none.
+///
+/// Threads: any, while other threads fetch and release: the dump takes no lock and stops no
+/// writer. It allocates nothing, so a program may call it from its own crash handler (but
+/// write(2) to a closed pipe raises SIGPIPE as any write does). It reads every slot of
+/// cmsafe's pool once per copy still held, so it is meant for rare calls, not a loop.
+///
+/// System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe), and
+/// one clock_gettime(2) (through the vDSO where the clocksource allows).
+///
+/// Returns the number of records written (0 with the recorder off), or -1 with errno: EBADF
+/// (`fd` < 0), or the errno of the write(2) that failed (what came before it was written).
+#[no_mangle]
+pub extern "C" fn cmsafe_flight_dump(fd: c_int) -> c_int {
+    guard!(fail(libc::EIO), {
+        if fd < 0 {
+            return fail(libc::EBADF);
+        }
+        match flight::dump(fd) {
+            Ok(n) => n.min(c_int::MAX as u64) as c_int,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// The default size of the flight recorder (see `cmsafe_flight_set_size`).
+pub const DEFAULT_FLIGHT_EVENTS: usize = 4096;
+const _: () = assert!(DEFAULT_FLIGHT_EVENTS == flight::DEFAULT_FLIGHT_EVENTS);
+
+/// The largest size of the flight recorder: 64 MiB of records.
+pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
+const _: () = assert!(MAX_FLIGHT_EVENTS == flight::MAX_FLIGHT_EVENTS);
+
+/// The environment's value of `name`, if set.
+fn env(name: &CStr) -> Option<&'static CStr> {
+    // SAFETY: a NUL-terminated name; getenv's result lives as long as the environment entry,
+    // which nothing changes while the loader runs this.
+    let v = unsafe { libc::getenv(name.as_ptr()) };
+    // SAFETY: not NULL: a NUL-terminated string of the environment.
+    (!v.is_null()).then(|| unsafe { CStr::from_ptr(v) })
+}
+
+extern "C" fn dump_at_exit() {
+    flight::dump_to_path(false);
+}
+
+/// Sets the recorder up: `CMSAFE_FLIGHT_EVENTS` (a count; 0 turns it off) or the default, and
+/// `CMSAFE_FLIGHT_DUMP` (a path: the dump at exit and on a misuse's abort, which otherwise goes
+/// to stderr). A value that is no count is said on stderr, and the default kept.
+extern "C" fn set_up() {
+    let events = match env(c"CMSAFE_FLIGHT_EVENTS").map(|v| v.to_str().map(str::parse::<usize>)) {
+        None => flight::DEFAULT_FLIGHT_EVENTS,
+        Some(Ok(Ok(n))) if n <= flight::MAX_FLIGHT_EVENTS => n,
+        Some(_) => {
+            cmsafe_core::stderr::line(format_args!(
+                "cmsafe: CMSAFE_FLIGHT_EVENTS is not a count from 0 to {}: the flight recorder keeps {}",
+                flight::MAX_FLIGHT_EVENTS,
+                flight::DEFAULT_FLIGHT_EVENTS
+            ));
+            flight::DEFAULT_FLIGHT_EVENTS
+        }
+    };
+    if flight::set_size(events).is_err() {
+        cmsafe_core::stderr::line(format_args!(
+            "cmsafe: no memory for the flight recorder: it is off"
+        ));
+    }
+    if let Some(path) = env(c"CMSAFE_FLIGHT_DUMP").filter(|p| !p.is_empty()) {
+        flight::set_dump_path(CString::from(path));
+        // SAFETY: a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(dump_at_exit) };
+    }
+}
+
+/// Run by the dynamic loader when libcmsafe.so (or a test binary) is loaded, before any event.
+#[used]
+#[link_section = ".init_array"]
+static SET_UP_AT_LOAD: extern "C" fn() = set_up;
