@@ -661,5 +661,42 @@ class AsyncTest(unittest.TestCase):
         self.assertEqual(p, ["no line 'async sq-drain: none...'"])
 
 
+class IwarpTest(unittest.TestCase):
+    """Logs recorded on Soft-iWARP (data/misuse/iwarp): the transport's own expectations."""
+
+    def test_recorded(self):
+        r = recorded("iwarp/raw", "retry_destroyed_id", 139)
+        self.assertEqual(misuse.check_misuse_raw(case("retry_destroyed_id"), r, IWARP),
+                         ([], "raw/retry_destroyed_id: died with status 139 at the misuse"))
+        self.assertIn("connect: RDMA_CM_EVENT_REJECTED status -104", r.out)
+        p, text = misuse.check_misuse_preloaded("audit", case("use_after_ack"),
+                                                recorded("iwarp/audit", "use_after_ack"), IWARP)
+        self.assertEqual(p, [])
+        self.assertEqual(misuse.check_misuse_preloaded("safe", case("destroy_with_unacked"),
+                                                       recorded("iwarp/safe", "destroy_with_unacked"), IWARP)[0], [])
+        r = recorded("iwarp/audit", "async_destroy_with_unacked_qp", KILLED, True)
+        self.assertEqual(misuse.check_async_destroy_with_unacked("audit", cases.ASYNC_VARIANTS[0], r, IWARP)[1],
+                         "audit/async_destroy_with_unacked_qp: async-destroy-with-unacked (QP_FATAL of qp "
+                         "0x56040818e4c0, got by the async thread 549, destroyed in the program by thread 548), "
+                         "then blocked as raw")
+        self.assertEqual(misuse.check_async_double_ack("safe", recorded("iwarp/safe", "async_double_ack"), IWARP)[0], [])
+        self.assertEqual(misuse.check_async_survey("raw", recorded("iwarp/raw", "async_survey"), IWARP), (
+            [], "raw/async_survey: 4 async events (SRQ_LIMIT_REACHED, CQ_ERR, PORT_ERR, PORT_ACTIVE), exit 0"))
+        self.assertEqual(misuse.check_async_survey("audit", recorded("iwarp/audit", "async_survey"), IWARP), (
+            [], "audit/async_survey: the same 4 async events, counted got and acked, no finding, exit 0"))
+
+    def test_roce_expectations_fail_on_iwarp_logs(self):
+        p, _ = misuse.check_misuse_preloaded("audit", case("use_after_ack"), recorded("iwarp/audit", "use_after_ack"), IB)
+        self.assertEqual(p, ["the JSON event record seq=3 (CONNECT_REQUEST) has private_data_len 35, want 56 (IB/RoCE)",
+                             "the program did not see private_data_len=56 (as without the preload): "
+                             "CONNECT_REQUEST private_data_len=35"])
+        p, _ = misuse.check_misuse_preloaded("safe", case("destroy_with_unacked"),
+                                             recorded("iwarp/safe", "destroy_with_unacked"), IB)
+        self.assertEqual(p, ["the JSON event record seq=3 (REJECTED) has status -104, want 8 (IB/RoCE)",
+                             "the JSON event record seq=3 (REJECTED) has private_data_len 0, want 148 (IB/RoCE)"])
+        p, _ = misuse.check_async_survey("raw", recorded("iwarp/raw", "async_survey"), IB)
+        self.assertEqual(p, ["no line 'async sq-drain: send queue drained qp 0x...'"])
+
+
 if __name__ == "__main__":
     unittest.main()
