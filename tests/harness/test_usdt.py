@@ -1,7 +1,8 @@
 """The USDT harness's checks (cmsafe_harness/usdt.py) on the host, on a recorded run.
 
 tests/harness/data/usdt holds a Soft-RoCE guest's run of soak_events 50 under the preload's audit
-mode with bpftrace attached (bpftrace's lines and the JSON report), and of misuse_double_ack.
+mode with bpftrace attached (bpftrace's lines and the JSON report), of misuse_double_ack, and of
+bench/syscall_loop's API loop (bpftrace's lines and the flight recorder's dump).
 """
 
 from __future__ import annotations
@@ -61,6 +62,20 @@ class UsdtTest(unittest.TestCase):
         self.assertEqual(usdt.check_finding(firings, records), [])
         firings["finding"][0][1] = "3"
         self.assertTrue(usdt.check_finding(firings, records)[0].startswith("finding firing"))
+
+    def test_api_firings_match_the_flight_dump(self):
+        with open(os.path.join(DATA, "api.bpftrace.out")) as f:
+            firings = usdt.parse_api_firings(f.read().splitlines())
+        dump = usdt.read_report([os.path.join(DATA, "api.flight.jsonl")])
+        self.assertEqual([len(firings[p]) for p in usdt.API_PROBES], [60, 60, 60])
+        self.assertEqual(usdt.check_api(firings, dump, TYPES, 60), [])
+        # A firing with another fetch time, and a copy released twice, are named.
+        firings["event_fetched"][3][5] = "1"
+        firings["copy_released"].append(firings["copy_released"][0])
+        p = usdt.check_api(firings, dump, TYPES, 60)
+        self.assertEqual(p[0], "61 copy_released firings, want 60")
+        self.assertTrue(p[1].startswith("copy_released seqs"), p[1])
+        self.assertTrue(p[2].startswith("event_fetched of seq 4: "), p[2])
 
     def test_perf_stat_count(self):
         lines = ["50,,sdt_cmsafe:event_fetched,1234,100.00,,", "other"]

@@ -48,36 +48,62 @@ impl Default for Semaphore {
     }
 }
 
+/// Declares a library's probe semaphore, `pub static $name` in the `.probes` section where
+/// tracers look for it, and `pub fn on()`, the test each call site makes before firing.
+#[macro_export]
+macro_rules! usdt_semaphore {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[link_section = ".probes"]
+        pub static $name: $crate::usdt::Semaphore = $crate::usdt::Semaphore::new();
+
+        /// Whether the probes fire: test this before calling the rest.
+        #[inline(always)]
+        pub fn on() -> bool {
+            $name.on()
+        }
+    };
+}
+
 /// Declares a probe's note and its `nop`, with up to six arguments (each cast to a signed
 /// 64-bit value), tied to `$sem`, a `static` [`Semaphore`] in the `.probes` section. Fire it
 /// only once `$sem.on()` said so: the arguments are computed here.
 #[macro_export]
 macro_rules! usdt_fire {
+    // Each argument is evaluated here, outside the asm's unsafe block, into a local of its own.
     ($sem:path, $provider:ident, $name:ident) => {
         $crate::usdt_fire!(@asm $sem, $provider, $name, "",)
     };
-    ($sem:path, $provider:ident, $name:ident, $a:expr) => {
-        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{}", $a)
-    };
-    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr) => {
-        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{}", $a, $b)
-    };
-    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr) => {
-        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{}", $a, $b, $c)
-    };
-    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr, $d:expr) => {
-        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{} -8@{}", $a, $b, $c, $d)
-    };
-    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => {
+    ($sem:path, $provider:ident, $name:ident, $a:expr) => {{
+        let a = ($a) as i64;
+        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{}", a)
+    }};
+    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr) => {{
+        let (a, b) = (($a) as i64, ($b) as i64);
+        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{}", a, b)
+    }};
+    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr) => {{
+        let (a, b, c) = (($a) as i64, ($b) as i64, ($c) as i64);
+        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{}", a, b, c)
+    }};
+    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr, $d:expr) => {{
+        let (a, b, c, d) = (($a) as i64, ($b) as i64, ($c) as i64, ($d) as i64);
+        $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{} -8@{}", a, b, c, d)
+    }};
+    ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => {{
+        let (a, b, c, d, e) = (($a) as i64, ($b) as i64, ($c) as i64, ($d) as i64, ($e) as i64);
         $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{} -8@{} -8@{}",
-                           $a, $b, $c, $d, $e)
-    };
+                           a, b, c, d, e)
+    }};
     ($sem:path, $provider:ident, $name:ident, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr,
-     $f:expr) => {
+     $f:expr) => {{
+        let (a, b, c, d, e, f) = (
+            ($a) as i64, ($b) as i64, ($c) as i64, ($d) as i64, ($e) as i64, ($f) as i64,
+        );
         $crate::usdt_fire!(@asm $sem, $provider, $name, "-8@{} -8@{} -8@{} -8@{} -8@{} -8@{}",
-                           $a, $b, $c, $d, $e, $f)
-    };
-    (@asm $sem:path, $provider:ident, $name:ident, $args:literal, $($arg:expr),*) => {{
+                           a, b, c, d, e, f)
+    }};
+    (@asm $sem:path, $provider:ident, $name:ident, $args:literal, $($arg:ident),*) => {{
         // AT&T operands on x86 (`%rdi`, as SystemTap's notes write them); the default elsewhere.
         #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
         $crate::usdt_fire!(@emit [att_syntax] $sem, $provider, $name, $args, $($arg),*);
@@ -85,7 +111,7 @@ macro_rules! usdt_fire {
         $crate::usdt_fire!(@emit [] $sem, $provider, $name, $args, $($arg),*);
     }};
     (@emit [$($opt:ident)?] $sem:path, $provider:ident, $name:ident, $args:literal,
-     $($arg:expr),*) => {
+     $($arg:ident),*) => {
         // SAFETY: a nop, and a note in a section of its own that nothing at run time reads;
         // the operands are only named in the note's text.
         unsafe {
@@ -112,7 +138,7 @@ macro_rules! usdt_fire {
                 ".size _.stapsdt.base, 1",
                 ".popsection",
                 ".endif",
-                $(in(reg) ($arg) as i64,)*
+                $(in(reg) $arg,)*
                 sem = sym $sem,
                 options(nomem, nostack, preserves_flags $(, $opt)?),
             )

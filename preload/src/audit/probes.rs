@@ -10,21 +10,15 @@
 
 use std::ffi::CString;
 
-use cmsafe_core::usdt::Semaphore;
 use cmsafe_core::usdt_fire;
 
 use crate::audit::findings::Finding;
 use crate::audit::record::Record;
 
-/// Raised by tracers and by the report; the `.probes` section is where tracers look for it.
-#[link_section = ".probes"]
-pub static SEMAPHORE: Semaphore = Semaphore::new();
-
-/// Whether the probes fire (and the report is written): test this before calling the rest.
-#[inline(always)]
-pub fn on() -> bool {
-    SEMAPHORE.on()
-}
+cmsafe_core::usdt_semaphore!(
+    /// Raised by tracers and by the report (the report is written where the probes fire).
+    SEMAPHORE
+);
 
 /// `event_fetched(seq, type, status, id, get_ns, thread)`: rdma_get_cm_event handed the program
 /// event `seq` (librdmacm's type and status numbers) of `id`.

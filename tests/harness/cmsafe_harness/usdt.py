@@ -9,6 +9,10 @@ prints each firing while the programs run under the preload in audit mode:
                   ack times; a destroy_start and a destroy_done (rc 0) for each destroy record;
   misuse_double_ack   one finding firing: "double-ack", seq 2, "ROUTE_RESOLVED", the report's
                   finding record's id.
+Then libcmsafe's probes: bench/syscall_loop's API loop (60 events through cmsafe_get_event and
+cmsafe_event_release) with the flight recorder dumped at exit: exactly 60 event_fetched, 60
+event_acked and 60 copy_released firings, with the dump's seq, type, status, ids and fetch and
+ack times.
 Then perf, whose SDT support places a probe by the file offset the note gives: `perf probe
 sdt_cmsafe:event_fetched` and `perf stat` of soak_events count exactly N (a library whose code
 sits at a file offset unequal to its address, rust-lld's layout, gets 0 or a wrong place:
@@ -34,35 +38,59 @@ from .tally import Tally
 
 PROG = "usdt-in-guest"
 PROBES = ["event_fetched", "event_acked", "finding", "destroy_start", "destroy_done"]
+# The preload's list: its own, and the release probe of the copies it keeps in safe mode (in the
+# core both libraries are built on).
+PRELOAD_PROBES = sorted(PROBES + ["copy_released"])
+API_PROBES = ["event_fetched", "event_acked", "copy_released"]
+API_EVENTS = 60  # syscall_loop api 50 10: fifty events measured after ten of warm-up
 EVENTS = 50  # soak_events' ids: one event each
 RUN_TIMEOUT = 60  # seconds for a program, in the x86_64 guest's time (RXE_TIME_SCALE stretches)
 ATTACH_TIMEOUT = 60  # seconds for bpftrace to attach (it compiles its program first)
 DRAIN_TIMEOUT = 30  # seconds for bpftrace to print what the program's run made it see
 
 
-def script(lib: str) -> str:
+# What bpftrace prints for each probe: the line's first word and its arguments' formats (the
+# arguments in order; str() for the preload's strings).
+PRELOAD_LINES = {
+    "event_fetched": ("fetched", ["%ld", "%ld", "%ld", "0x%lx", "%lu", "%ld"]),
+    "event_acked": ("acked", ["%ld", "%ld", "%ld", "0x%lx", "%lu", "%lu"]),
+    "finding": ("finding", ["%s", "%ld", "%s", "0x%lx", "%ld"]),
+    "destroy_start": ("destroy_start", ["0x%lx", "%lu"]),
+    "destroy_done": ("destroy_done", ["0x%lx", "%ld", "%lu"]),
+}
+API_LINES = {
+    "event_fetched": ("fetched", ["%ld", "%ld", "%ld", "0x%lx", "0x%lx", "%lu"]),
+    "event_acked": ("acked", ["%ld", "%ld", "%ld", "0x%lx", "%lu", "%lu"]),
+    "copy_released": ("released", ["%ld", "%ld", "0x%lx", "%lu"]),
+}
+
+
+def script(lib: str, lines: dict = PRELOAD_LINES) -> str:
     """The bpftrace program: one line per firing, every argument printed."""
-    u = "usdt:%s:cmsafe:" % lib
-    return "\n".join([
+    out = [
         # bpftrace runs BEGIN once every probe is attached: the programs start after this line.
         'BEGIN { printf("attached\\n"); }',
-        u + 'event_fetched { printf("fetched %ld %ld %ld 0x%lx %lu %ld\\n", arg0, arg1, arg2, arg3, arg4, arg5); }',
-        u + 'event_acked { printf("acked %ld %ld %ld 0x%lx %lu %lu\\n", arg0, arg1, arg2, arg3, arg4, arg5); }',
-        u + 'finding { printf("finding %s %ld %s 0x%lx %ld\\n", str(arg0), arg1, str(arg2), arg3, arg4); }',
-        u + 'destroy_start { printf("destroy_start 0x%lx %lu\\n", arg0, arg1); }',
-        u + 'destroy_done { printf("destroy_done 0x%lx %ld %lu\\n", arg0, arg1, arg2); }',
-    ])
+    ]
+    for probe, (word, formats) in lines.items():
+        args = ", ".join("str(arg%d)" % i if f == "%s" else "arg%d" % i
+                         for i, f in enumerate(formats))
+        out.append('usdt:%s:cmsafe:%s { printf("%s %s\\n", %s); }'
+                   % (lib, probe, word, " ".join(formats), args))
+    return "\n".join(out)
 
 
-def parse_firings(lines: Sequence[str]) -> dict[str, list[list[str]]]:
-    """bpftrace's lines, by probe: each firing's fields after the probe's name."""
-    out: dict[str, list[list[str]]] = {p: [] for p in PROBES}
-    names = {"fetched": "event_fetched", "acked": "event_acked", "finding": "finding",
-             "destroy_start": "destroy_start", "destroy_done": "destroy_done"}
+def parse_firings(lines: Sequence[str], probes: Sequence[str] = PROBES) -> dict[str, list[list[str]]]:
+    """bpftrace's lines, by probe: each firing's fields after the probe's name (the scripts
+    print event_fetched and event_acked as "fetched" and "acked")."""
+    out: dict[str, list[list[str]]] = {p: [] for p in probes}
     for line in lines:
         words = line.split()
-        if words and words[0] in names:
-            out[names[words[0]]].append(words[1:])
+        if not words:
+            continue
+        name = {"fetched": "event_fetched", "acked": "event_acked",
+                "released": "copy_released"}.get(words[0], words[0])
+        if name in out:
+            out[name].append(words[1:])
     return out
 
 
@@ -143,6 +171,76 @@ def check_finding(firings: dict[str, list[list[str]]], records: list[dict]) -> l
     return [] if f == want else ["finding firing %s, want %s (the report's record)" % (f, want)]
 
 
+def parse_api_firings(lines: Sequence[str]) -> dict[str, list[list[str]]]:
+    return parse_firings(lines, API_PROBES)
+
+
+def check_api(firings: dict[str, list[list[str]]], dump: list[dict], types: dict[str, int],
+              want: int) -> list[str]:
+    """libcmsafe's probes against the flight recorder's dump: WANT of each, and for each seq
+    the dump's type, status, ids, fetch and ack times; each copy released once."""
+    problems = []
+    records = {r["seq"]: r for r in dump if r.get("record") == "flight"}
+    for name, got in (("flight records", len(records)),
+                      ("event_fetched firings", len(firings["event_fetched"])),
+                      ("event_acked firings", len(firings["event_acked"])),
+                      ("copy_released firings", len(firings["copy_released"]))):
+        if got != want:
+            problems.append("%d %s, want %d" % (got, name, want))
+    fetched = {int(f[0]): f for f in firings["event_fetched"]}
+    acked = {int(f[0]): f for f in firings["event_acked"]}
+    released = sorted(int(f[0]) for f in firings["copy_released"])
+    if released != sorted(records):
+        problems.append("copy_released seqs %s..., the dump's %s..." % (released[:5], sorted(records)[:5]))
+    for seq, r in sorted(records.items()):
+        lid = (r["listen_id"] or "0x0").lower()
+        want_f = [str(types.get(r["type"], -1)), str(r["status"]), r["id"].lower(), lid,
+                  str(r["fetch_ns"])]
+        want_a = want_f[:3] + [str(r["fetch_ns"]), str(r["ack_ns"])]
+        f, a = fetched.get(seq), acked.get(seq)
+        if f is None or f[1:] != want_f:
+            problems.append("event_fetched of seq %d: %s, want %s (the dump's)" % (seq, f, want_f))
+        if a is None or a[1:] != want_a:
+            problems.append("event_acked of seq %d: %s, want %s (the dump's)" % (seq, a, want_a))
+        if len(problems) > 6:
+            break
+    return problems
+
+
+def api_case(t: Tally, root: str, out: str, types: dict[str, int], scale: int) -> None:
+    lib = os.path.join(root, "target", "release", "libcmsafe.so")
+    log = os.path.join(out, "api")
+    listed = subprocess.run(["bpftrace", "-l", "usdt:%s:*" % lib], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, universal_newlines=True).stdout.split()
+    names = sorted(p.rsplit(":", 1)[-1] for p in listed if p.startswith("usdt:"))
+    t.check("bpftrace -l lists libcmsafe's probes", names == sorted(API_PROBES), " ".join(names))
+    tracer = Tracer(lib, log + ".bpftrace", script(lib, API_LINES))
+    if not tracer.attached(ATTACH_TIMEOUT * scale):
+        tracer.stop()
+        t.problem("bpftrace did not attach: %s" % " | ".join(tracer.bg.err()[-3:]))
+        t.verdict("api/syscall_loop under bpftrace")
+        return
+    dump = os.path.abspath(log + ".flight.jsonl")
+    env = proc.environment({"CMSAFE_FLIGHT_DUMP": dump, "LD_PRELOAD": None})
+    argv = [os.path.join(root, "target", "bench", "syscall_loop"), "api", "50", "10"]
+    run = proc.run(argv, log, env=env, timeout=RUN_TIMEOUT * scale)
+    tracer.drained(3 * API_EVENTS, DRAIN_TIMEOUT * scale, parse_api_firings)
+    lines = tracer.stop()
+    if run.hung or run.rc != 0:
+        t.problem("exit status %d (hung: %s)" % (run.rc, run.hung))
+    try:
+        records = read_report([dump])
+    except OSError:
+        records = []
+        t.problem("no flight recorder dump at exit")
+    firings = parse_api_firings(lines)
+    for p in check_api(firings, records, types, API_EVENTS):
+        t.problem(p)
+    t.verdict("api/syscall_loop api 50 10 under bpftrace: %s [%ss]" % (", ".join(
+        "%d %s" % (len(v), k) for k, v in firings.items() if v), run.dur_text),
+        [("stderr (%s.err, last lines)" % log, run.err), ("bpftrace", lines)])
+
+
 def perf_stat_count(lines: Sequence[str], event: str) -> int | None:
     """The count `perf stat -x,` printed for EVENT, None when it printed none."""
     for line in lines:
@@ -188,18 +286,18 @@ def perf_case(t: Tally, lib: str, argv: list[str], env: dict[str, str], log: str
 class Tracer:
     """bpftrace attached by path while the programs run; its lines once stopped."""
 
-    def __init__(self, lib: str, log: str):
-        self.bg = proc.Background(["bpftrace", "-e", script(lib)], log)
+    def __init__(self, lib: str, log: str, program: str | None = None):
+        self.bg = proc.Background(["bpftrace", "-e", program or script(lib)], log)
 
     def attached(self, timeout: float) -> bool:
         return self.bg.wait_line(r"^attached$", timeout)
 
-    def drained(self, want: int, timeout: float) -> bool:
+    def drained(self, want: int, timeout: float, parse=None) -> bool:
         """Waits until bpftrace has printed WANT firing lines (it prints from its ring buffers
         after the program made them): False at the deadline."""
         deadline = time.monotonic() + timeout
         while True:
-            firings = parse_firings(self.bg.out())
+            firings = (parse or parse_firings)(self.bg.out())
             if sum(len(v) for v in firings.values()) >= want:
                 return True
             if time.monotonic() >= deadline:
@@ -233,7 +331,7 @@ def main(argv: list[str]) -> int:
     listed = subprocess.run(["bpftrace", "-l", "usdt:%s:*" % lib], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, universal_newlines=True).stdout.split()
     names = sorted(p.rsplit(":", 1)[-1] for p in listed if p.startswith("usdt:"))
-    t.check("bpftrace -l lists the preload's probes", names == sorted(PROBES), " ".join(names))
+    t.check("bpftrace -l lists the preload's probes", names == PRELOAD_PROBES, " ".join(names))
     types = type_numbers(root)
     scale = g.time_scale
     env_base = {"LD_PRELOAD": lib, "CMSAFE_MODE": "audit"}
@@ -277,4 +375,5 @@ def main(argv: list[str]) -> int:
             [("stderr (%s.err, last lines)" % log, run.err), ("bpftrace", lines)])
     perf_case(t, lib, cases[0][1], proc.environment(env_base), os.path.join(out, "perf"),
               RUN_TIMEOUT * scale)
+    api_case(t, root, out, types, scale)
     return t.finish()

@@ -19,7 +19,7 @@ use super::state::{self, RawEvent};
 use crate::clock::monotonic_ns;
 use crate::cm::{rdma_ack_cm_event, rdma_cm_event, rdma_event_channel, rdma_get_cm_event};
 use crate::errno::{self, Errno};
-use crate::event::Event;
+use crate::event::{probes, Event};
 use crate::stats::COUNTERS;
 
 /// How long a fetch may wait for the first event.
@@ -170,6 +170,9 @@ unsafe fn copy_and_ack(raw: RawEvent, slot: &mut Option<RawEvent>) -> Result<Eve
             } else {
                 // Only a NULL event makes rdma_ack_cm_event fail.
                 log::error!("rdma_ack_cm_event failed: {}", io::Error::last_os_error());
+            }
+            if probes::on() {
+                probes::fetched(&event);
             }
             Ok(event)
         }

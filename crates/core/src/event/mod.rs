@@ -5,6 +5,7 @@ mod describe;
 pub use describe::addr_text;
 mod local;
 mod private_data;
+pub mod probes;
 mod slot;
 
 use std::ptr::NonNull;

@@ -199,6 +199,10 @@ fn record(slot: *const u8) {
     if let Some(ring) = ring::ring() {
         record_in(slot, ring);
     }
+    if super::probes::on() {
+        // SAFETY: the caller holds the slot's last reference: live, and its alone.
+        super::probes::released(unsafe { head(slot) });
+    }
 }
 
 /// `record`, out of line: inlined, its registers made the release path spill and call what it
