@@ -14,6 +14,7 @@ HARNESSES = {
     "demo": "cmsafe_harness.demo",
     "stack-suite": "cmsafe_harness.stack_suite",
     "usdt": "cmsafe_harness.usdt",
+    "soak": "cmsafe_harness.soak",
 }
 
 
