@@ -15,6 +15,7 @@ HARNESSES = {
     "stack-suite": "cmsafe_harness.stack_suite",
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
+    "race": "cmsafe_harness.race",
 }
 
 
