@@ -28,7 +28,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from typing import Sequence
 
@@ -79,6 +78,11 @@ def script(lib: str, lines: dict = PRELOAD_LINES) -> str:
     return "\n".join(out)
 
 
+# The probe a line's first word names, where the two differ.
+_PROBE_OF_WORD = {"fetched": "event_fetched", "acked": "event_acked",
+                  "released": "copy_released"}
+
+
 def parse_firings(lines: Sequence[str], probes: Sequence[str] = PROBES) -> dict[str, list[list[str]]]:
     """bpftrace's lines, by probe: each firing's fields after the probe's name (the scripts
     print event_fetched and event_acked as "fetched" and "acked")."""
@@ -87,8 +91,7 @@ def parse_firings(lines: Sequence[str], probes: Sequence[str] = PROBES) -> dict[
         words = line.split()
         if not words:
             continue
-        name = {"fetched": "event_fetched", "acked": "event_acked",
-                "released": "copy_released"}.get(words[0], words[0])
+        name = _PROBE_OF_WORD.get(words[0], words[0])
         if name in out:
             out[name].append(words[1:])
     return out
