@@ -501,7 +501,7 @@ bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-ben
 # it sees exactly the events the programs fetched and acked (the JSON report's seqs, types, ids
 # and times), each destroy and each finding, in the Soft-RoCE guest.
 .PHONY: usdt-test
-usdt-test: deps preload preload-tests ## test: bpftrace attached to the USDT probes counts every event
+usdt-test: deps preload preload-tests $(BENCH)/syscall_loop ## test: bpftrace attached to the USDT probes counts every event
 	$(RXE_VM) -- scripts/usdt-in-guest
 
 # The preload's memory stays bounded: a program with one event per created-resolved-destroyed

@@ -132,6 +132,15 @@ class ProcTest(unittest.TestCase):
         self.assertFalse(r.hung)
         self.assertEqual((r.err, r.out), ([], ["fine"]))
 
+    def test_missing_program_is_status_127(self):
+        missing = os.path.join(self.dir, "target", "bench", "syscall_loop")
+        r = proc.run([missing, "api"], self.log, timeout=10)
+        self.assertEqual((r.rc, r.hung, r.err), (127, False,
+                                                 [missing + ": No such file or directory"]))
+        b = proc.Background([missing], self.log + "-bg")
+        self.assertEqual(b.wait(10), 127)
+        self.assertEqual(b.err(), [missing + ": No such file or directory"])
+
     def test_dur_text_truncates(self):
         r = proc.Run(["x"], "l", dur=2.99)
         self.assertEqual(r.dur_text, "2.9")

@@ -104,9 +104,21 @@ def run(
     pattern = re.compile(marker) if marker else None
     t0 = time.monotonic()
     with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL if stdin is None else stdin,
-                                stdout=out, stderr=err,
-                                env=dict(env) if env is not None else None)
+        try:
+            proc = subprocess.Popen(list(argv),
+                                    stdin=subprocess.DEVNULL if stdin is None else stdin,
+                                    stdout=out, stderr=err,
+                                    env=dict(env) if env is not None else None)
+        except OSError as e:
+            # A program that is missing or not executable is a failed case with the reason in
+            # its stderr log, as a shell would say it (status 127), not a traceback that ends
+            # the whole harness before its tally.
+            err.write(("%s: %s\n" % (argv[0], e.strerror)).encode())
+            proc = None
+    if proc is None:
+        result.rc = 127
+        result.err = read_lines(log + ".err")
+        return result
     result.pid = proc.pid
     deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
     seen = False
@@ -150,8 +162,16 @@ class Background:
         self.log = log
         os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
         with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=err, env=dict(env) if env is not None else None)
+            try:
+                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=err,
+                                             env=dict(env) if env is not None else None)
+            except OSError as e:
+                # As in run(): a missing program is a server that said why and ended with
+                # status 127, so its owner's checks fail by name.
+                self.proc = subprocess.Popen(
+                    ["/bin/sh", "-c", 'echo "$0: $1" >&2; exit 127', self.argv[0], e.strerror],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         self.t0 = time.monotonic()
 
     @property
