@@ -225,13 +225,23 @@ class AuditTest(unittest.TestCase):
         self.assertTrue(r.problems[0].startswith("unexpected finding record: "))
         self.assertTrue(r.problems[1].startswith("JSON: 4 event records, want 3"))
 
+    def test_record_fields_come_from_the_writers(self):
+        need = audit.record_fields()
+        self.assertEqual(sorted(need), ["address", "destroy", "event", "finding"])
+        self.assertEqual(need["destroy"], ["id", "thread", "at_ns"])
+        self.assertEqual(need["event"][:4], ["seq", "type", "status", "id"])
+        _, problems = audit.report_record("r.jsonl", 3, '{"record":"flight","seq":1}')
+        self.assertEqual(problems, ['r.jsonl:3: not an address or a destroy or an event or a '
+                                    'finding record: {"record":"flight","seq":1}'])
+
     def test_token_in_a_report_is_named(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         p = os.path.join(d, "r.1.jsonl")
         with open(p, "w") as f:
             f.write('{"record":"event","seq":1,"type":"RDMA_CM_EVENT_X","status":0,"id":"0x1",'
-                    '"thread":1,"get_ns":1,"ack_ns":2,"private_data_len":3,"pd":"%s"}\nnot json' % TOKEN)
+                    '"listen_id":null,"thread":1,"get_ns":1,"ack_ns":2,"private_data_len":3,'
+                    '"internal":false,"pd":"%s"}\nnot json' % TOKEN)
         r = audit.check_report([p, os.path.join(d, "missing.jsonl")], token=TOKEN)
         self.assertEqual(r.problems, [
             "private data bytes (%s...) in the JSON report r.1.jsonl" % TOKEN,

@@ -204,7 +204,8 @@ class PreloadedTest(Recorded):
         problems, _ = self.preloaded("rping")
         self.assertEqual(problems[:2], [
             "server: JSON %s:8 is not JSON (Expecting value: line 1 column 1 (char 0)): not json" % name,
-            "server: JSON %s:9: event record without type, status, id, thread, get_ns, ack_ns, private_data_len"
+            "server: JSON %s:9: event record without type, status, id, listen_id, thread, get_ns, ack_ns, "
+            "private_data_len, internal"
             % name])
         self.assertTrue(problems[2].startswith("server: JSON finding records: late-ack 1; first: %s:7: " % name))
         self.assertEqual(problems[3:], ["server: JSON 4 event records, the summaries count 3 events"])

@@ -249,6 +249,26 @@ class Validator(unittest.TestCase):
         self.assertTrue(any("begun twice" in p for p in self.problems()))
 
 
+class Fields(unittest.TestCase):
+    def test_the_tables_are_the_writers_fields(self):
+        # c-tests/report-fields reads the records' fields from their writers (the preload's
+        # report, the flight recorder): a field the writer adds or renames must reach the
+        # tables the converter checks records by, or it would refuse real reports.
+        out = subprocess.run([os.path.join(HERE, "..", "..", "c-tests", "report-fields")],
+                             check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout
+        written = {line.split()[0]: sorted(line.split()[1:]) for line in out.splitlines()}
+        tables = {
+            "event": {**tl.EVENT_FIELDS, **tl.EVENT_OPTIONAL},
+            "finding": tl.FINDING_FIELDS,
+            "destroy": tl.DESTROY_FIELDS,
+            "address": tl.ADDRESS_FIELDS,
+            "flight": {**tl.FLIGHT_FIELDS, **tl.EVENT_OPTIONAL},
+        }
+        self.assertEqual(sorted(written), sorted(tables))
+        for name, table in tables.items():
+            self.assertEqual(written[name], sorted(table), name)
+
+
 class BadInput(unittest.TestCase):
     """Bad input never ends in a traceback: a line naming the file and line, status 1."""
 

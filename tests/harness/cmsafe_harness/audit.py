@@ -4,7 +4,7 @@ Every function takes lines (or report paths) and returns problems, one sentence 
 runs a program. The formats are the preload's (preload/src/audit/report.rs and findings.rs,
 docs/preload.md): "==cmsafe== KIND: ... seq=N type=T id=0x... thread=TID ..." per finding,
 "==cmsafe== summary: ... E events, F findings" and its detail lines at exit, and a JSON report
-of event, finding and destroy records, one a line.
+of event, finding, destroy and address records, one a line (their fields: c-tests/report-fields).
 """
 
 from __future__ import annotations
@@ -18,13 +18,24 @@ from typing import Iterable, Sequence
 
 PREFIX = "==cmsafe== "
 
-# The fields each JSON record must have (the report's writer: preload/src/audit/record.rs).
-NEED = {
-    "event": ["seq", "type", "status", "id", "thread", "get_ns", "ack_ns", "private_data_len"],
-    "finding": ["finding", "seq", "type", "id", "thread", "where", "message"],
-    "destroy": ["id", "thread", "at_ns"],
-    "address": ["id", "src", "dst"],
-}
+# The repository this package lives in (tests/harness/cmsafe_harness): its lists' sources.
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+
+_record_fields: dict[str, list[str]] = {}
+
+
+def record_fields() -> dict[str, list[str]]:
+    """The fields each JSON record of a report must have, from their one source: the writers'
+    format strings, read by c-tests/report-fields. The flight recorder's record is the API's,
+    never a preload report's, so it is left out."""
+    if not _record_fields:
+        out = subprocess.run([os.path.join(ROOT, "c-tests", "report-fields")], check=True,
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout
+        for line in out.splitlines():
+            name, *keys = line.split()
+            if name != "flight":
+                _record_fields[name] = keys
+    return _record_fields
 
 
 def finding_kinds(root: str) -> list[str]:
@@ -179,15 +190,18 @@ def report_lines(name: str, text: str) -> tuple[list[str], list[str]]:
 
 def report_record(name: str, n: int, line: str) -> tuple[dict | None, list[str]]:
     """Line N of the JSON report NAME: its record (None when it is no record of the preload's)
-    and its problems, "NAME:N ...": not JSON, not an event, finding or destroy record, a record
-    without its fields."""
+    and its problems, "NAME:N ...": not JSON, not one of the report's records, a record without
+    its fields."""
     try:
         o = json.loads(line)
     except ValueError as e:
         return None, ["%s:%d is not JSON (%s): %.100s" % (name, n, e, line)]
-    if not isinstance(o, dict) or o.get("record") not in NEED:
-        return None, ["%s:%d: not an event, finding, destroy or address record: %.100s" % (name, n, line)]
-    missing = [k for k in NEED[o["record"]] if k not in o]
+    need = record_fields()
+    if not isinstance(o, dict) or o.get("record") not in need:
+        return None, ["%s:%d: not %s record: %.100s"
+                      % (name, n, " or ".join("a" + ("n " if r[0] in "aeiou" else " ") + r
+                                              for r in sorted(need)), line)]
+    missing = [k for k in need[o["record"]] if k not in o]
     if missing:
         return o, ["%s:%d: %s record without %s" % (name, n, o["record"], ", ".join(missing))]
     return o, []
