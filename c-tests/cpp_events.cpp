@@ -10,6 +10,7 @@
 #include "transport.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,18 @@ int passed, failed;
     } while (0)
 
 #define STEP(what) std::fprintf(stderr, "step: %s\n", what)
+
+// F throws std::system_error with errno ERR.
+template <typename F> void expect_errno(int err, F f, const char *what)
+{
+    int got = 0;
+    try {
+        f();
+    } catch (const std::system_error &e) {
+        got = e.code().category() == std::generic_category() ? e.code().value() : -1;
+    }
+    CHECK(got == err, "%s threw errno %d, want %d", what, got, err);
+}
 
 // The types behave as documented.
 static_assert(std::is_nothrow_move_constructible<cmsafe::event>::value, "event moves");
@@ -432,5 +445,37 @@ int main()
           static_cast<unsigned long long>(st.pending));
     CHECK(st.acked == st.fetched && st.fetched > 0, "acked %llu of %llu fetched",
           static_cast<unsigned long long>(st.acked), static_cast<unsigned long long>(st.fetched));
+
+    STEP("flight recorder");
+    // Every copy is released, each wrote its record: the dump holds them all (the default ring
+    // keeps 4096), oldest first, each a whole JSON line.
+    std::FILE *f = std::tmpfile();
+    REQUIRE(f != nullptr, "tmpfile: %s", std::strerror(errno));
+    std::size_t dumped = cmsafe::flight::dump(fileno(f));
+    CHECK(dumped == st.fetched, "flight::dump wrote %zu records, %llu events fetched", dumped,
+          static_cast<unsigned long long>(st.fetched));
+    std::rewind(f);
+    char line[1024];
+    std::size_t lines = 0, disconnected = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        lines++;
+        CHECK(std::strncmp(line, "{\"record\":\"flight\",\"seq\":", 25) == 0 &&
+                  line[std::strlen(line) - 1] == '\n',
+              "dump line %zu: %s", lines, line);
+        if (std::strstr(line, "\"type\":\"DISCONNECTED\"") != nullptr)
+            disconnected++;
+    }
+    std::fclose(f);
+    CHECK(lines == dumped, "%zu lines for %zu records", lines, dumped);
+    CHECK(disconnected == 2, "%zu DISCONNECTED records, want the server's and the client's",
+          disconnected);
+    expect_errno(EBADF, [] { cmsafe::flight::dump(-1); }, "flight::dump(-1)");
+    expect_errno(EINVAL, [] { cmsafe::flight::set_size(CMSAFE_FLIGHT_MAX_EVENTS + 1); },
+                 "flight::set_size(CMSAFE_FLIGHT_MAX_EVENTS + 1)");
+    cmsafe::flight::set_size(16);
+    int devnull = open("/dev/null", O_WRONLY);
+    REQUIRE(devnull >= 0, "open /dev/null: %s", std::strerror(errno));
+    CHECK(cmsafe::flight::dump(devnull) == 0, "a new ring starts empty");
+    close(devnull);
     finish();
 }

@@ -4,6 +4,7 @@
  *   cmsafe::event    an event copy: copying retains, destruction releases, moving empties the source
  *   cmsafe::buffer   a private data buffer, refcounted the same way
  *   cmsafe::channel  fetches from a `struct rdma_event_channel *` (not owned): get, get_batch
+ *   cmsafe::flight   the flight recorder: set_size, dump
  *
  * C++11; the std::optional form of channel::get needs C++17. Errors are std::system_error
  * carrying the errno of the C call (std::generic_category()). Every handle may be empty (default
@@ -320,6 +321,33 @@ inline cmsafe_stats stats()
         throw_errno(errno, "cmsafe_stats_get");
     return s;
 }
+
+/**
+ * The flight recorder: the process's last events, kept by the library (cmsafe_flight_set_size(3),
+ * cmsafe_flight_dump(3) say what each record holds and when it is written).
+ */
+namespace flight {
+
+/** Keeps the last `n` events, in a new empty ring (cmsafe_flight_set_size); 0 turns the
+ *  recorder off. Throws std::system_error: EINVAL above CMSAFE_FLIGHT_MAX_EVENTS, ENOMEM. */
+inline void set_size(std::size_t n)
+{
+    if (cmsafe_flight_set_size(n) != 0)
+        throw_errno(errno, "cmsafe_flight_set_size");
+}
+
+/** Writes the records to `fd` as JSON lines (cmsafe_flight_dump) and returns how many; `fd`
+ *  stays the caller's. Allocates nothing, but may throw: a program's crash handler should call
+ *  cmsafe_flight_dump itself. Throws std::system_error: EBADF, or the write(2)'s errno. */
+inline std::size_t dump(int fd)
+{
+    int n = cmsafe_flight_dump(fd);
+    if (n < 0)
+        throw_errno(errno, "cmsafe_flight_dump");
+    return static_cast<std::size_t>(n);
+}
+
+} // namespace flight
 
 /** The version of the library loaded at run time (cmsafe_version); CMSAFE_VERSION_STRING is
  *  the header's. */
