@@ -86,10 +86,17 @@ check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-c
 
 # The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
 # small reports under tests/timeline/data, then its output on the committed real run's reports
-# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check. Python's standard
-# library only, no guest: a second or two.
-.PHONY: timeline-check
+# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check, and the picture in the
+# docs (docs/img/timeline-real.svg) held to what the converter draws now: the same reports give
+# the same bytes, so a difference is a drawing changed without its picture (make
+# timeline-picture). Python's standard library only, no guest: a second or two.
+.PHONY: timeline-check timeline-picture
 TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
+# The docs' picture: the real run's ucmatose client and server (4 connections), from the client's
+# first event to its last destroy (the server's report begins 3.5 s earlier, with a destroy).
+TIMELINE_PICTURE := docs/img/timeline-real.svg
+TIMELINE_PICTURE_ARGS := --svg-window 3535000:3910000 \
+  tests/timeline/data/real/ucmatose-client-197.json tests/timeline/data/real/ucmatose-server-193.json
 timeline-check: build-deps ## test: the timeline converter's unit tests and its output on a real run's reports
 	python3 -m py_compile bin/cmsafe-timeline
 	@rm -rf bin/__pycache__
@@ -97,6 +104,12 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	@mkdir -p target
 	bin/cmsafe-timeline -o target/timeline-real.json $(TIMELINE_REAL)
 	bin/cmsafe-timeline --check target/timeline-real.json $(TIMELINE_REAL)
+	bin/cmsafe-timeline --svg target/timeline-real.svg $(TIMELINE_PICTURE_ARGS)
+	@cmp -s target/timeline-real.svg $(TIMELINE_PICTURE) || { echo "$(TIMELINE_PICTURE) is not \
+	  what bin/cmsafe-timeline draws now: make timeline-picture" >&2; exit 1; }
+
+timeline-picture: ## dev: redraw docs/img/timeline-real.svg from the committed real run's reports
+	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
 
 # The guest harnesses' package (tests/harness/cmsafe_harness): its checks held to logs recorded
 # on the real stack, and its processes' supervision, on the host. Python's standard library only
