@@ -566,7 +566,7 @@ STORM_PLAIN    := $(addprefix $(STORM)/,$(STORM_PROGRAMS))
 STORM_ASAN     := $(addprefix $(STORM)/asan/,storm_server_cmsafe storm_server_legacy storm_server_raw)
 STORM_DEPS     := storm/storm_common.c storm/storm.h include/cmsafe.h
 
-.PHONY: storm-bins storm-test storm-bench bench
+.PHONY: storm-bins storm-test storm-bench storm-picture bench
 
 # Only the cmsafe server links libcmsafe: the legacy and raw servers and the client are plain
 # librdmacm programs.
@@ -598,6 +598,21 @@ storm-test: deps storm-bins ## test: a small reconnect storm; TRANSPORT=iwarp on
 storm-bench: deps storm-bins ## bench: the reconnect storm, 500 connections x 10 waves
 	scripts/storm --out bench/results/storm.md --title "Reconnect storm: 500 connections, 10 waves" \
 	  --conns 500 --clients 5 --waves 10 --check-waves 2 --legacy-check asan --profile-waves 1
+
+# A storm's picture (docs/preload.md, "Timeline"): one wave of 100 connections on the legacy server
+# under the safe-mode preload, with --reports so that it writes its report (its checked run is a
+# small ASan one: 4 connections), then that report drawn into docs/img/timeline-storm.svg,
+# kill and drain included. STORM_PICTURE_FLAGS adds cmsafe-timeline options, e.g.
+# --svg-window START_US:END_US to draw only the kill. The reports stay in
+# target/storm/picture/reports.
+STORM_PICTURE_DIR   := target/storm/picture
+STORM_PICTURE_FLAGS ?=
+storm-picture: deps storm-bins ## dev: a 100-connection storm in the guest, drawn into docs/img/timeline-storm.svg
+	scripts/storm --transport $(TRANSPORT) --results $(STORM_PICTURE_DIR) --servers legacy \
+	  --conns 100 --clients 5 --waves 1 --check-conns 4 --check-waves 1 --legacy-check asan \
+	  --reports
+	bin/cmsafe-timeline --svg docs/img/timeline-storm.svg $(STORM_PICTURE_FLAGS) \
+	  '$(STORM_PICTURE_DIR)/reports/legacy-plain-%p.json'
 
 # ---- Network faults (scripts/faults, scripts/faults-in-guest): two guests joined by a link
 # (scripts/rxe-pair), the three storm servers side by side with heartbeats, their clients on the
