@@ -86,10 +86,17 @@ check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-c
 
 # The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
 # small reports under tests/timeline/data, then its output on the committed real run's reports
-# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check. Python's standard
-# library only, no guest: a second or two.
-.PHONY: timeline-check
+# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check, and the picture in the
+# docs (docs/img/timeline-real.svg) held to what the converter draws now: the same reports give
+# the same bytes, so a difference is a drawing changed without its picture (make
+# timeline-picture). Python's standard library only, no guest: a second or two.
+.PHONY: timeline-check timeline-picture
 TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
+# The docs' picture: the real run's ucmatose client and server (4 connections), from the client's
+# first event to its last destroy (the server's report begins 3.5 s earlier, with a destroy).
+TIMELINE_PICTURE := docs/img/timeline-real.svg
+TIMELINE_PICTURE_ARGS := --svg-window 3535000:3910000 \
+  tests/timeline/data/real/ucmatose-client-197.json tests/timeline/data/real/ucmatose-server-193.json
 timeline-check: build-deps ## test: the timeline converter's unit tests and its output on a real run's reports
 	python3 -m py_compile bin/cmsafe-timeline
 	@rm -rf bin/__pycache__
@@ -97,6 +104,12 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	@mkdir -p target
 	bin/cmsafe-timeline -o target/timeline-real.json $(TIMELINE_REAL)
 	bin/cmsafe-timeline --check target/timeline-real.json $(TIMELINE_REAL)
+	bin/cmsafe-timeline --svg target/timeline-real.svg $(TIMELINE_PICTURE_ARGS)
+	@cmp -s target/timeline-real.svg $(TIMELINE_PICTURE) || { echo "$(TIMELINE_PICTURE) is not \
+	  what bin/cmsafe-timeline draws now: make timeline-picture" >&2; exit 1; }
+
+timeline-picture: ## dev: redraw docs/img/timeline-real.svg from the committed real run's reports
+	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
 
 # The guest harnesses' package (tests/harness/cmsafe_harness): its checks held to logs recorded
 # on the real stack, and its processes' supervision, on the host. Python's standard library only
@@ -553,7 +566,7 @@ STORM_PLAIN    := $(addprefix $(STORM)/,$(STORM_PROGRAMS))
 STORM_ASAN     := $(addprefix $(STORM)/asan/,storm_server_cmsafe storm_server_legacy storm_server_raw)
 STORM_DEPS     := storm/storm_common.c storm/storm.h include/cmsafe.h
 
-.PHONY: storm-bins storm-test storm-bench bench
+.PHONY: storm-bins storm-test storm-bench storm-picture bench
 
 # Only the cmsafe server links libcmsafe: the legacy and raw servers and the client are plain
 # librdmacm programs.
@@ -585,6 +598,21 @@ storm-test: deps storm-bins ## test: a small reconnect storm; TRANSPORT=iwarp on
 storm-bench: deps storm-bins ## bench: the reconnect storm, 500 connections x 10 waves
 	scripts/storm --out bench/results/storm.md --title "Reconnect storm: 500 connections, 10 waves" \
 	  --conns 500 --clients 5 --waves 10 --check-waves 2 --legacy-check asan --profile-waves 1
+
+# A storm's picture (docs/preload.md, "Timeline"): one wave of 100 connections on the legacy server
+# under the safe-mode preload, with --reports so that it writes its report (its checked run is a
+# small ASan one: 4 connections), then that report drawn into docs/img/timeline-storm.svg,
+# kill and drain included. STORM_PICTURE_FLAGS adds cmsafe-timeline options, e.g.
+# --svg-window START_US:END_US to draw only the kill. The reports stay in
+# target/storm/picture/reports.
+STORM_PICTURE_DIR   := target/storm/picture
+STORM_PICTURE_FLAGS ?=
+storm-picture: deps storm-bins ## dev: a 100-connection storm in the guest, drawn into docs/img/timeline-storm.svg
+	scripts/storm --transport $(TRANSPORT) --results $(STORM_PICTURE_DIR) --servers legacy \
+	  --conns 100 --clients 5 --waves 1 --check-conns 4 --check-waves 1 --legacy-check asan \
+	  --reports
+	bin/cmsafe-timeline --svg docs/img/timeline-storm.svg $(STORM_PICTURE_FLAGS) \
+	  '$(STORM_PICTURE_DIR)/reports/legacy-plain-%p.json'
 
 # ---- Network faults (scripts/faults, scripts/faults-in-guest): two guests joined by a link
 # (scripts/rxe-pair), the three storm servers side by side with heartbeats, their clients on the

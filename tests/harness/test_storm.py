@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cmsafe_harness import proc, storm, tally  # noqa: E402
+from cmsafe_harness import guest, proc, storm, tally  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "storm")
 
@@ -177,6 +178,54 @@ class OptionsTest(unittest.TestCase):
                 finally:
                     sys.stderr = old
             self.assertEqual(e.exception.code, 2, argv)
+
+
+class ReportsTest(unittest.TestCase):
+    """--reports: each run's server writes what its library records, named by the run."""
+
+    def storm(self, argv: list[str]) -> storm.Storm:
+        g = guest.Guest("192.0.2.1", "rxe0", "ib", 1)
+        s = storm.Storm(storm.parse_args(argv), g, io.StringIO())
+        self.addCleanup(shutil.rmtree, s.tmp, True)
+        s.root = "/src"
+        return s
+
+    def test_each_run_names_its_report(self):
+        s = self.storm(["--reports", "--results", "target/storm/picture"])
+        rep = "target/storm/picture/reports"
+        cmd, shown = s.server_cmd("legacy", "plain")
+        self.assertEqual(shown, ["LD_PRELOAD=target/release/libcmsafe_preload.so",
+                                 "CMSAFE_MODE=safe",
+                                 "CMSAFE_REPORT=%s/legacy-plain-%%p.json" % rep,
+                                 "target/storm/storm_server_legacy"])
+        self.assertEqual(cmd, ["env", "LD_PRELOAD=/src/target/release/libcmsafe_preload.so",
+                               "CMSAFE_MODE=safe",
+                               "CMSAFE_REPORT=/src/%s/legacy-plain-%%p.json" % rep,
+                               "target/storm/storm_server_legacy"])
+        # The checked runs keep their own variables, and the report its run's name.
+        cmd, _ = s.server_cmd("legacy", "asan")
+        self.assertEqual(cmd[0], "env")
+        self.assertTrue(cmd[1].startswith("ASAN_OPTIONS="))
+        self.assertIn("CMSAFE_REPORT=/src/%s/legacy-asan-%%p.json" % rep, cmd)
+        cmd, _ = s.server_cmd("legacy", "valgrind")
+        self.assertLess(cmd.index("CMSAFE_REPORT=/src/%s/legacy-valgrind-%%p.json" % rep),
+                        cmd.index("valgrind"))
+        cmd, shown = s.server_cmd("cmsafe", "asan")
+        self.assertEqual(cmd, ["env", "CMSAFE_FLIGHT_DUMP=/src/%s/cmsafe-asan-flight.json" % rep,
+                               "target/storm/asan/storm_server_cmsafe"])
+        _, shown = s.server_cmd("cmsafe", "profile")
+        self.assertEqual(shown[shown.index("--"):], [
+            "--", "env", "CMSAFE_FLIGHT_DUMP=%s/cmsafe-profile-flight.json" % rep,
+            "target/storm/storm_server_cmsafe"])
+        # The raw server links neither library: nothing to write.
+        self.assertEqual(s.server_cmd("raw", "plain")[0], ["target/storm/storm_server_raw"])
+
+    def test_without_reports_nothing_is_written(self):
+        s = self.storm([])
+        self.assertFalse(s.o.reports)
+        self.assertEqual(s.server_cmd("cmsafe", "plain")[0], ["target/storm/storm_server_cmsafe"])
+        cmd, _ = s.server_cmd("legacy", "plain")
+        self.assertFalse([v for v in cmd if v.startswith("CMSAFE_REPORT")])
 
 
 class RecordTest(unittest.TestCase):

@@ -1,7 +1,7 @@
 # The timeline converter (bin/cmsafe-timeline) against small reports kept in data/: each written
 # by hand in the preload's format (preload/src/audit/report.rs) to hold one case, and one real
-# run's (data/real/, docs/preload.md, "Timeline"). Standard library only, run on the host by
-# `make timeline-check`: python3 -m unittest discover -s tests/timeline.
+# run's (data/real/, docs/preload.md, "Timeline"); its JSON and its SVG picture. Standard library
+# only, run on the host by `make timeline-check`: python3 -m unittest discover -s tests/timeline.
 
 import contextlib
 import importlib.machinery
@@ -10,8 +10,10 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
@@ -562,6 +564,259 @@ class FlightRealRun(unittest.TestCase):
         # Three ids, each a track with its four events.
         names = track_names(trace)
         self.assertEqual(len(names), 3)
+
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def picture(*names, **options):
+    """The SVG of the reports, parsed: (its text, its root element)."""
+    text = tl.svg(tl.build(tl.read_reports([data(n) for n in names])), **options)
+    return text, ET.fromstring(text.encode("utf-8"))
+
+
+def of_class(root, cls):
+    return [e for e in root.iter() if cls in e.get("class", "").split()]
+
+
+def title(e):
+    return e.find(SVG_NS + "title").text
+
+
+def lane_names(root):
+    """Each lane's name as drawn: its lines joined again."""
+    return [" ".join(t.text for t in e.iter(SVG_NS + "tspan"))
+            for e in of_class(root, "lane-label")]
+
+
+def bar(g):
+    """The first rect of a span's group: its bar, as numbers."""
+    r = g.find(SVG_NS + "rect")
+    return {k: float(r.get(k)) for k in ("x", "y", "width")}
+
+
+class Picture(unittest.TestCase):
+    """--svg: the Timeline the JSON is made of, drawn."""
+
+    def counts(self, root):
+        return {c: len(of_class(root, c)) for c in
+                ("lane", "span", "hold", "open", "arrow", "destroy", "finding")}
+
+    def test_lanes_bars_arrows_and_marks(self):
+        _, root = picture("listener.json")
+        self.assertEqual(self.counts(root), {"lane": 4, "span": 3, "hold": 0, "open": 0,
+                                             "arrow": 2, "destroy": 2, "finding": 0})
+        # Each lane is named as its track is in the JSON, in the JSON's order.
+        _, trace = convert("listener.json")
+        names = track_names(trace)
+        self.assertEqual(lane_names(root), [names[pid] for pid in sorted(names)])
+        # Each arrow at its CONNECT_REQUEST's get (50 us after the first at 0): from the listen
+        # id's lane (the second) down to the new id's (the third), as its bar begins.
+        arrows = of_class(root, "arrow")
+        self.assertEqual([title(a).splitlines()[0] for a in arrows], [
+            "CONNECT_REQUEST from listen id 0x5610b0001000 to 0x5610b0002000 at 0.0 us",
+            "CONNECT_REQUEST from listen id 0x5610b0001000 to 0x5610b0003000 at 50.0 us"])
+        spans = {title(g).splitlines()[0]: bar(g) for g in of_class(root, "span")}
+        second = spans["CONNECT_REQUEST from 50.0 us to 150.0 us"]
+        line = arrows[1].find(SVG_NS + "line")
+        self.assertEqual(float(line.get("x1")), second["x"])
+        self.assertLess(float(line.get("y1")), float(line.get("y2")))
+        self.assertLess(float(line.get("y2")), second["y"])
+        # 450 us on 1000 pixels: the first request's 100 us are 222.2 of them.
+        self.assertAlmostEqual(spans["CONNECT_REQUEST from 0.0 us to 100.0 us"]["width"], 222.2)
+
+    def test_overlapping_spans_take_rows_of_their_own(self):
+        _, root = picture("overlap.json")
+        bars = {title(g).splitlines()[0].split()[0]: bar(g) for g in of_class(root, "span")}
+        # ROUTE_RESOLVED (300-550 us) and ESTABLISHED (400-700) overlap: one under the other.
+        self.assertEqual(bars["ROUTE_RESOLVED"]["y"], bars["ADDR_RESOLVED"]["y"])
+        self.assertEqual(bars["ESTABLISHED"]["y"], bars["ROUTE_RESOLVED"]["y"] + tl.ROW_H)
+        # DISCONNECTED begins as ESTABLISHED ends (700 us): the first row is free again.
+        self.assertEqual(bars["DISCONNECTED"]["y"], bars["ADDR_RESOLVED"]["y"])
+        self.assertEqual(bars["DISCONNECTED"]["x"] - bars["ADDR_RESOLVED"]["x"], 875.0)
+
+    def test_a_never_acked_span_is_drawn_as_such(self):
+        _, root = picture("never_acked.json")
+        (g,) = of_class(root, "open")
+        self.assertEqual(g.get("class"), "span open")
+        hatch = g.findall(SVG_NS + "rect")[1]
+        self.assertEqual((hatch.get("fill"), hatch.get("stroke")), ("url(#hatch)", tl.OPEN))
+        # Its name beside it (of no length, it ends the report, at the right edge: before it).
+        text = g.find(SVG_NS + "text")
+        self.assertEqual((text.text, text.get("text-anchor")),
+                         ("DISCONNECTED (never acked)", "end"))
+        self.assertIn("never_acked: true", title(g).splitlines())
+        for other in of_class(root, "span"):
+            if other is not g:
+                self.assertEqual(len(other.findall(SVG_NS + "rect")), 1)
+        self.assertEqual(len(of_class(root, "finding")), 1)
+        self.assertTrue(of_class(root, "legend"))
+
+    def test_a_findings_title_is_its_json_args(self):
+        _, root = picture("findings.json")
+        _, trace = convert("findings.json")
+        found = {m["name"]: m for m in marks(trace, "i")}
+        drawn = {g.find(SVG_NS + "text").text: g for g in of_class(root, "finding")}
+        self.assertEqual(set(drawn), {"late-ack", "foreign-ack", "cq-destroy-with-unacked"})
+        for name, g in drawn.items():
+            lines = title(g).splitlines()
+            self.assertEqual(lines[0], f"{name} at {found[name]['ts']} us")
+            self.assertEqual(lines[1:], [f"{k}: {v if isinstance(v, str) else json.dumps(v)}"
+                                         for k, v in found[name]["args"].items()])
+        self.assertIn("message: held 1500.0 ms before rdma_ack_cm_event (CMSAFE_LATE_ACK_MS="
+                      "1000); the id's state machine waited", title(drawn["late-ack"]))
+        self.assertIn("said_between_us: [1590100.0, 1690050.0]", title(drawn["foreign-ack"]))
+        # In the warning colour.
+        path = drawn["late-ack"].find(SVG_NS + "path")
+        self.assertEqual(path.get("fill"), tl.WARN)
+
+    def test_a_dump_draws_holds(self):
+        _, root = picture("flight.json")
+        self.assertEqual(self.counts(root), {"lane": 3, "span": 4, "hold": 4, "open": 1,
+                                             "arrow": 1, "destroy": 0, "finding": 0})
+        (g,) = of_class(root, "open")
+        self.assertEqual(g.get("class"), "hold open")
+        self.assertEqual(g.find(SVG_NS + "text").text,
+                         "DISCONNECTED held (not released by the dump)")
+
+    def test_the_real_run_whole(self):
+        real = sorted(os.path.join("real", f) for f in os.listdir(data("real"))
+                      if f.endswith(".json"))
+        _, root = picture(*real)
+        _, trace = convert(*real)
+        self.assertEqual(self.counts(root), {
+            "lane": len(track_names(trace)), "span": 56, "hold": 21, "open": 0,
+            "arrow": len(marks(trace, "s")), "destroy": 16, "finding": 0})
+        # The reports' 5 CONNECT_REQUESTs and the token server dump's 3.
+        self.assertEqual(len(marks(trace, "s")), 8)
+        self.assertFalse(of_class(root, "note"))
+
+    def test_the_same_reports_give_the_same_bytes(self):
+        real = sorted(os.path.join(DATA, "real", f) for f in os.listdir(data("real")))
+        real = [p for p in real if p.endswith(".json")]
+        outs = []
+        with tempfile.TemporaryDirectory() as tmp:
+            # Another process each, another string hash each: no order may come from a set.
+            for seed in ("1", "2"):
+                out = os.path.join(tmp, f"t{seed}.svg")
+                env = dict(os.environ, PYTHONHASHSEED=seed)
+                done = subprocess.run([sys.executable, SCRIPT, "--svg", out] + real, env=env,
+                                      capture_output=True, text=True, check=False)
+                self.assertEqual((done.returncode, done.stdout), (0, ""), done.stderr)
+                with open(out, "rb") as f:
+                    outs.append(f.read())
+        self.assertEqual(outs[0], outs[1])
+        self.assertGreater(len(outs[0]), 10000)
+
+    def test_max_tracks_keeps_the_ones_with_findings(self):
+        _, root = picture("listener.json", "findings.json", max_tracks=3)
+        names = lane_names(root)
+        self.assertEqual(len(names), 3)
+        self.assertTrue(all(n.endswith(" - findings.json") for n in names), names)
+        # listener.json's arrows lost their lanes; their events are counted in the note.
+        self.assertFalse(of_class(root, "arrow"))
+        (note,) = of_class(root, "note")
+        self.assertEqual(note.text, "3 of 7 tracks drawn (--svg-max-tracks 3), those with "
+                         "findings first: 4 left out, with 3 events")
+        _, root = picture("listener.json", "findings.json", max_tracks=0)
+        self.assertEqual(len(of_class(root, "lane")), 7)
+
+    def test_a_window_draws_its_time_alone(self):
+        _, root = picture("overlap.json", window=(300.0, 600.0))
+        bars = {title(g).splitlines()[0].split()[0]: bar(g) for g in of_class(root, "span")}
+        self.assertEqual(set(bars), {"ROUTE_RESOLVED", "ESTABLISHED"})
+        # ESTABLISHED (400-700 us) is cut at the window's end.
+        est = bars["ESTABLISHED"]
+        self.assertAlmostEqual(est["width"], tl.PLOT_W * 2 / 3, places=1)
+        self.assertAlmostEqual(est["x"] + est["width"], bars["ROUTE_RESOLVED"]["x"] + tl.PLOT_W,
+                               places=1)
+        (note,) = of_class(root, "note")
+        self.assertEqual(note.text, "time window 300 to 600 us from the first record "
+                         "(--svg-window)")
+        # A window with nothing of a track in it leaves the track out, and says so.
+        _, root = picture("listener.json", window=(420.0, None))
+        self.assertEqual(len(of_class(root, "lane")), 1)
+        self.assertTrue(of_class(root, "note")[0].text.endswith(
+            "tracks with nothing in it left out: 3"))
+
+    def test_ticks(self):
+        self.assertEqual(tl.time_ticks(0, 800), [(k * 100.0, f"{k * 100} \u00b5s")
+                                                 for k in range(9)])
+        ticks = tl.time_ticks(3535000, 3910000)
+        self.assertEqual([t for _, t in ticks],
+                         [f"{v} ms" for v in range(3550, 3901, 50)])
+        self.assertEqual([t for _, t in tl.time_ticks(0, 7.5e6)][:3], ["0 s", "1 s", "2 s"])
+        # A step under a millisecond is in microseconds; under one, with decimals (a picture of
+        # one event of no length is a microsecond wide).
+        self.assertEqual([t for _, t in tl.time_ticks(0, 4500)][:3], ["0 \u00b5s", "500 \u00b5s",
+                                                                     "1000 \u00b5s"])
+        self.assertEqual([t for _, t in tl.time_ticks(0, 20000)][:3], ["0 ms", "2 ms", "4 ms"])
+        self.assertEqual([t for _, t in tl.time_ticks(7.0, 8.0)][:3],
+                         ["7.0 \u00b5s", "7.1 \u00b5s", "7.2 \u00b5s"])
+
+    def test_long_names_wrap_at_spaces(self):
+        name = ("cm_id 0x55619f700bb0 192.0.2.1:7471 -> 192.0.2.1:55639 (first event "
+                "CONNECT_REQUEST, listen id 0x55619f700250) - pid 1234 (legacy-plain-1234.json)")
+        lines = tl.wrap(name)
+        self.assertEqual(lines[0], "cm_id 0x55619f700bb0 192.0.2.1:7471 -> 192.0.2.1:55639")
+        self.assertEqual(len(lines), 2)
+        self.assertEqual(" ".join(lines), name)
+        self.assertEqual(" ".join(tl.wrap(name, 30)), name)
+        self.assertTrue(all(len(x) <= 30 for x in tl.wrap(name, 30)))
+
+
+class PictureCommand(unittest.TestCase):
+    """--svg on the command line: alone, with -o, and its usage errors."""
+
+    def test_svg_alone_and_with_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            out, js = os.path.join(d, "t.svg"), os.path.join(d, "t.json")
+            status, stdout, err = run("--svg", out, data("listener.json"))
+            self.assertEqual((status, stdout), (0, ""), err)
+            with open(out, encoding="utf-8") as f:
+                alone = f.read()
+            status, stdout, err = run("--svg", out, "-o", js, data("listener.json"))
+            self.assertEqual((status, stdout), (0, ""), err)
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual(f.read(), alone)
+            with open(js, encoding="utf-8") as f:
+                self.assertEqual(len(marks(json.load(f), "s")), 2)
+            status, stdout, _ = run("--svg", "-", "-o", js, data("listener.json"))
+            self.assertEqual((status, stdout), (0, alone))
+
+    def test_usage_errors(self):
+        for argv in (["--svg-window", "1:2"], ["--svg-max-tracks", "3"],
+                     ["--svg", "t.svg", "--svg-window", "5:3"],
+                     ["--svg", "t.svg", "--svg-window", "five"],
+                     ["--svg", "t.svg", "--svg-max-tracks", "-1"],
+                     ["--svg", "-"], ["--check", "t.json", "--svg", "t.svg"]):
+            status, _, err = run(*argv, data("listener.json"))
+            self.assertEqual(status, 2, argv)
+            self.assertIn("usage", err)
+
+    def test_windows(self):
+        self.assertEqual(tl.parse_window("2500000:"), (2500000.0, None))
+        self.assertEqual(tl.parse_window(":10.5"), (None, 10.5))
+        self.assertEqual(tl.parse_window("1:2"), (1.0, 2.0))
+        for bad in ("", "1", "2:1", "1:1", "a:b", "1.2.3:4"):
+            with self.assertRaises(ValueError, msg=bad):
+                tl.parse_window(bad)
+
+    def test_no_report_draws_an_empty_picture(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.svg")
+            status, _, err = run("--missing-ok", "--svg", out, data("none-%p.json"))
+            self.assertEqual(status, 0, err)
+            root = ET.parse(out).getroot()
+        self.assertEqual(root.tag, SVG_NS + "svg")
+        self.assertFalse(of_class(root, "lane"))
+        self.assertEqual(root.find(SVG_NS + "text").text, "cmsafe-timeline: 0 events on 0 tracks")
+
+    def test_an_unwritable_picture(self):
+        status, _, err = run("--svg", os.path.join(DATA, "no-such-dir", "t.svg"),
+                             data("listener.json"))
+        self.assertEqual(status, 1)
+        self.assertIn("cannot write", err)
 
 
 if __name__ == "__main__":

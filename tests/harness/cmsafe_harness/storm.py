@@ -3,7 +3,7 @@
 scripts/storm-in-guest [--conns N] [--clients P] [--waves W] [--servers "cmsafe legacy raw"]
                        [--check-conns N] [--check-waves W] [--legacy-check valgrind|asan]
                        [--wave-timeout S] [--window K] [--control] [--profile-waves W]
-                       [--label TEXT] [--results DIR]
+                       [--label TEXT] [--results DIR] [--reports]
 
 A wave, for one server: wait for its "ready" line, start P storm_client processes (N/P
 connections each), wait for its "established" line, SIGKILL every client at once (the real-time
@@ -19,6 +19,13 @@ heap-use-after-free its ack-then-read makes. --profile-waves W runs each plain s
 under `perf record -e cpu-clock` for W waves and says which libraries the server's CPU time went
 to (skipped when perf is not installed). Results: DIR/storm.tsv, DIR/checks.txt, DIR/storm.md
 (the tables), DIR/logs/. Exits non-zero if any run or check fails.
+
+--reports has every run write what its library records into DIR/reports/, named by the run:
+the legacy server's preload its report (CMSAFE_REPORT=DIR/reports/legacy-VARIANT-%p.json), the
+cmsafe server its flight recorder's dump at exit (CMSAFE_FLIGHT_DUMP=
+DIR/reports/cmsafe-VARIANT-flight.json); bin/cmsafe-timeline draws them (`make storm-picture`).
+A report is a line written per event, so the legacy server's times are not those of a run
+without: a run for the picture, not for the tables.
 
 The checks of each run: the server exits 0 having seen all its waves ("STORM wave=" lines and
 the "STORM done" line's waves=W); cmsafe's counters balance (fetched == acked == released,
@@ -455,6 +462,7 @@ class Options:
     profile_waves: int = 0
     label: str = ""
     results: str = "target/storm/results"
+    reports: bool = False
 
 
 _NUMBERS = {"--conns": "conns", "--clients": "clients", "--waves": "waves",
@@ -497,7 +505,8 @@ def parse_options(prog: str, argv: Sequence[str], o: object, flags: dict[str, st
 
 def parse_args(argv: Sequence[str]) -> Options:
     o = Options()
-    given = parse_options(PROG, argv, o, {"--control": "control"}, _NUMBERS, _TEXTS)
+    given = parse_options(PROG, argv, o, {"--control": "control", "--reports": "reports"},
+                          _NUMBERS, _TEXTS)
     if "check_conns" not in given:
         o.check_conns = o.conns
     if "check_waves" not in given:
@@ -535,6 +544,18 @@ def kill_all(procs: Sequence[subprocess.Popen]) -> None:
                 pass
     for p in procs:
         p.wait()
+
+
+def record_env(kind: str, variant: str, reports: str) -> list[str]:
+    """With --reports: the environment that has KIND's server in VARIANT write what its library
+    records into the directory REPORTS, named by the run: the preload's report for the legacy
+    server (CMSAFE_REPORT, one file a process), the flight recorder's dump at exit for the
+    cmsafe server (CMSAFE_FLIGHT_DUMP); the raw server links neither."""
+    if kind == "legacy":
+        return ["CMSAFE_REPORT=%s/legacy-%s-%%p.json" % (reports, variant)]
+    if kind == "cmsafe":
+        return ["CMSAFE_FLIGHT_DUMP=%s/cmsafe-%s-flight.json" % (reports, variant)]
+    return []
 
 
 class ServerRun:
@@ -630,9 +651,15 @@ class Storm:
             exe = "%s/asan/storm_server_%s" % (cases.BIN, kind)
         cmd: list[str] = []
         shown: list[str] = []
+        if self.o.reports:
+            reports = os.path.join(self.o.results, "reports")
+            shown = record_env(kind, variant, reports)
+            cmd = record_env(kind, variant, os.path.join(self.root, reports))
+            cmd = ["env"] + cmd if cmd else cmd
         if kind == "legacy":
-            cmd = ["env", "LD_PRELOAD=%s/%s" % (self.root, cases.PRELOAD), "CMSAFE_MODE=safe"]
-            shown = ["LD_PRELOAD=%s" % cases.PRELOAD, "CMSAFE_MODE=safe"]
+            cmd = ["env", "LD_PRELOAD=%s/%s" % (self.root, cases.PRELOAD),
+                   "CMSAFE_MODE=safe"] + cmd[1:]
+            shown = ["LD_PRELOAD=%s" % cases.PRELOAD, "CMSAFE_MODE=safe"] + shown
             if variant == "valgrind":
                 late = "CMSAFE_LATE_ACK_MS=%s" % cases.VALGRIND_LATE_ACK_MS
                 exe = "%s/storm_server_legacy" % cases.BIN
@@ -648,9 +675,9 @@ class Storm:
         shown.append(exe)
         if variant == "profile":  # perf follows env's exec into the server
             data = "%s.perf.data" % kind
-            cmd = list(cases.PERF_RECORD) + ["-o", os.path.join(self.tmp, data), "--"] + cmd
-            if kind == "legacy":
+            if cmd[0] == "env":
                 shown = ["env"] + shown
+            cmd = list(cases.PERF_RECORD) + ["-o", os.path.join(self.tmp, data), "--"] + cmd
             shown = list(cases.PERF_RECORD) + ["-o", data, "--"] + shown
         return cmd, shown
 
@@ -945,6 +972,8 @@ def main(argv: list[str]) -> int:
     shutil.rmtree(o.results, ignore_errors=True)
     try:
         os.makedirs(logs)
+        if o.reports:
+            os.makedirs(os.path.join(o.results, "reports"))
     except OSError:
         guest.die(PROG, "cannot create %s (the guest writes under target/ only)" % logs)
     with open(os.path.join(o.results, "storm.tsv"), "w") as f:
