@@ -9,6 +9,7 @@ CC      ?= cc
 PROFILE := release
 LIBOUT  := $(CURDIR)/target/$(PROFILE)
 CTESTS  := target/c-tests
+BENCH   := target/bench
 RXE_VM  := scripts/rxe-vm
 # The guests' RDMA transport for make demo and make pair-test: roce (Soft-RoCE) or iwarp
 # (Soft-iWARP).
@@ -81,8 +82,16 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs: under two minutes once target/ is built, seconds when nothing changed.
-check: fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
 	@echo "make check: all passed"
+
+# make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
+# rule's prerequisites when it reads the rule, so a variable defined further down is still
+# empty there and names a file nobody builds; the whole suite would meet it only when its turn
+# came, after half an hour in the guests.
+.PHONY: makefile-check
+makefile-check: ## test: a dry run of make test finds a rule for everything it needs
+	@$(MAKE) --no-print-directory -n $(filter-out makefile-check,$(TEST_PARTS)) >/dev/null
 
 # The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
 # small reports under tests/timeline/data, then its output on the committed real run's reports
@@ -314,7 +323,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 	  scripts/pair-rping -- scripts/pair-rping
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
-TEST_PARTS := deps fmt-check clippy cargo-test msrv loom header-check guest-test \
+TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
       abi-check lists-check timeline-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
@@ -638,7 +647,6 @@ fault-bench: deps storm-bins ## bench: network faults at full size
 bench: fault-bench
 
 # ---- Benchmarks (`make bench`): each writes bench/results/<name>.md and prints it. ----------------
-BENCH := target/bench
 BENCH_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O2 -Iinclude
 
 .PHONY: copy-bench setup-bench
