@@ -16,6 +16,7 @@ HARNESSES = {
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
+    "c-tests": "cmsafe_harness.ctests",
 }
 
 
