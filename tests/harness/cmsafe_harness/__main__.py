@@ -17,6 +17,7 @@ HARNESSES = {
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
     "c-tests": "cmsafe_harness.ctests",
+    "new-events": "cmsafe_harness.new_events",
 }
 
 
