@@ -18,6 +18,7 @@ HARNESSES = {
     "race": "cmsafe_harness.race",
     "c-tests": "cmsafe_harness.ctests",
     "new-events": "cmsafe_harness.new_events",
+    "api-preload": "cmsafe_harness.api_preload",
 }
 
 
