@@ -19,6 +19,7 @@ HARNESSES = {
     "c-tests": "cmsafe_harness.ctests",
     "new-events": "cmsafe_harness.new_events",
     "api-preload": "cmsafe_harness.api_preload",
+    "pages": "cmsafe_harness.pages",
 }
 
 
