@@ -141,6 +141,31 @@ class ProcTest(unittest.TestCase):
         self.assertEqual(b.wait(10), 127)
         self.assertEqual(b.err(), [missing + ": No such file or directory"])
 
+    def test_merged_is_one_log_in_the_order_written(self):
+        r = proc.run(["sh", "-c", "echo out; echo err >&2; echo out2; exit 3"], self.log,
+                     timeout=10, merged=True)
+        self.assertEqual((r.rc, r.out, r.err), (3, ["out", "err", "out2"], []))
+        self.assertEqual(proc.read_lines(self.log), ["out", "err", "out2"])
+        self.assertFalse(os.path.exists(self.log + ".out") or os.path.exists(self.log + ".err"))
+        r = proc.run(["sh", "-c", "echo 'step: calling' >&2; sleep 30"], self.log, merged=True,
+                     marker="^step: calling", hang_wait=10, hang_grace=0.2)
+        self.assertTrue(r.hung)
+        self.assertEqual(r.out, ["step: calling"])
+        missing = os.path.join(self.dir, "none")
+        r = proc.run([missing], self.log, timeout=10, merged=True)
+        self.assertEqual((r.rc, r.out), (127, [missing + ": No such file or directory"]))
+
+    def test_merged_background(self):
+        b = proc.Background(["sh", "-c", "echo listening >&2; echo served; exit 5"], self.log,
+                            merged=True)
+        self.assertTrue(b.wait_line("^listening$", 10))
+        self.assertEqual(b.wait(10), 5)
+        self.assertEqual((b.out(), b.err()), (["listening", "served"], []))
+        self.assertEqual(proc.read_lines(self.log), ["listening", "served"])
+
+    def test_secs_text_truncates(self):
+        self.assertEqual((proc.secs_text(0.09), proc.secs_text(12.96)), ("0.0", "12.9"))
+
     def test_dur_text_truncates(self):
         r = proc.Run(["x"], "l", dur=2.99)
         self.assertEqual(r.dur_text, "2.9")

@@ -16,6 +16,10 @@ HARNESSES = {
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
+    "c-tests": "cmsafe_harness.ctests",
+    "new-events": "cmsafe_harness.new_events",
+    "api-preload": "cmsafe_harness.api_preload",
+    "pages": "cmsafe_harness.pages",
 }
 
 

@@ -8,6 +8,7 @@ and the messages of every harness use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -50,12 +51,18 @@ def environment(changes: Mapping[str, str | None]) -> dict[str, str]:
     return env
 
 
+def secs_text(secs: float) -> str:
+    """A duration as the verdict lines print it: seconds with one decimal, truncated."""
+    tenths = int(secs * 10)
+    return "%d.%d" % (tenths // 10, tenths % 10)
+
+
 @dataclass
 class Run:
     """One program run to its end (or killed as hung): its status and its logs' lines."""
 
     argv: list[str]
-    log: str  # LOG.out and LOG.err hold stdout and stderr
+    log: str  # LOG.out and LOG.err hold stdout and stderr (merged: LOG holds both)
     rc: int = 0
     hung: bool = False
     dur: float = 0.0  # seconds
@@ -66,12 +73,16 @@ class Run:
     @property
     def dur_text(self) -> str:
         """The duration as the verdict lines print it: seconds with one decimal, truncated."""
-        tenths = int(self.dur * 10)
-        return "%d.%d" % (tenths // 10, tenths % 10)
+        return secs_text(self.dur)
 
 
 def _first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> bool:
     return any(pattern.search(line) for line in lines)
+
+
+def _paths(log: str, merged: bool) -> tuple[str, str]:
+    """Where stdout and stderr go: LOG.out and LOG.err, or LOG itself for both."""
+    return (log, log) if merged else (log + ".out", log + ".err")
 
 
 def run(
@@ -83,6 +94,7 @@ def run(
     hang_wait: float | None = None,
     hang_grace: float = 3.0,
     stdin: int | None = None,
+    merged: bool = False,
 ) -> Run:
     """Runs ARGV with stdout in LOG.out and stderr in LOG.err, and waits for its end.
 
@@ -92,22 +104,27 @@ def run(
     as hung and is killed (SIGTERM, then SIGKILL). The old logs go first: the last run's stderr
     could hold this run's marker, a hang "seen" before the program even started. STDIN: an open
     file descriptor for the program's standard input; None: /dev/null, open for reading and
-    writing.
+    writing. MERGED: both streams go to LOG itself, in the order written (a shell's >LOG 2>&1,
+    for programs whose report and output are read together); Run.out holds its lines, Run.err
+    none, and MARKER is looked for in it.
     """
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-    for suffix in (".out", ".err"):
+    out_path, err_path = _paths(log, merged)
+    for path in {out_path, err_path}:
         try:
-            os.unlink(log + suffix)
+            os.unlink(path)
         except FileNotFoundError:
             pass
     result = Run(list(argv), log)
     pattern = re.compile(marker) if marker else None
     t0 = time.monotonic()
-    with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(open(out_path, "wb"))
+        err = out if merged else files.enter_context(open(err_path, "wb"))
         try:
             proc = subprocess.Popen(list(argv),
                                     stdin=subprocess.DEVNULL if stdin is None else stdin,
-                                    stdout=out, stderr=err,
+                                    stdout=out, stderr=subprocess.STDOUT if merged else err,
                                     env=dict(env) if env is not None else None)
         except OSError as e:
             # A program that is missing or not executable is a failed case with the reason in
@@ -117,14 +134,14 @@ def run(
             proc = None
     if proc is None:
         result.rc = 127
-        result.err = read_lines(log + ".err")
+        result.out, result.err = _read(out_path, err_path, merged)
         return result
     result.pid = proc.pid
     deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
     seen = False
     while proc.poll() is None:
         now = time.monotonic()
-        if pattern is not None and not seen and _first_match(pattern, read_lines(log + ".err")):
+        if pattern is not None and not seen and _first_match(pattern, read_lines(err_path)):
             seen = True
             deadline = now + hang_grace
         if now >= deadline:
@@ -134,9 +151,12 @@ def run(
         time.sleep(POLL)
     result.rc = shell_status(proc.wait())
     result.dur = time.monotonic() - t0
-    result.out = read_lines(log + ".out")
-    result.err = read_lines(log + ".err")
+    result.out, result.err = _read(out_path, err_path, merged)
     return result
+
+
+def _read(out_path: str, err_path: str, merged: bool) -> tuple[list[str], list[str]]:
+    return read_lines(out_path), [] if merged else read_lines(err_path)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -152,16 +172,23 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 class Background:
-    """A server in the background: started, watched for a line, stopped; its logs in LOG.*.
+    """A server in the background: started, watched for a line, stopped; its logs in LOG.*
+    (MERGED: both streams in LOG itself, as run() does; out() holds its lines, err() none, and
+    wait_line() looks in it whichever stream it is given).
 
     The owner must stop() it: a harness that ends leaves no process behind.
     """
 
-    def __init__(self, argv: Sequence[str], log: str, env: Mapping[str, str] | None = None):
+    def __init__(self, argv: Sequence[str], log: str, env: Mapping[str, str] | None = None,
+                 merged: bool = False):
         self.argv = list(argv)
         self.log = log
+        self.merged = merged
+        self.out_path, self.err_path = _paths(log, merged)
         os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-        with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(open(self.out_path, "wb"))
+            err = subprocess.STDOUT if merged else files.enter_context(open(self.err_path, "wb"))
             try:
                 self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
                                              stderr=err,
@@ -182,16 +209,16 @@ class Background:
         return self.proc.poll() is None
 
     def out(self) -> list[str]:
-        return read_lines(self.log + ".out")
+        return read_lines(self.out_path)
 
     def err(self) -> list[str]:
-        return read_lines(self.log + ".err")
+        return [] if self.merged else read_lines(self.err_path)
 
     def wait_line(self, pattern: str, timeout: float, stream: str = "out") -> bool:
         """Waits until a line of STREAM ("out" or "err") matches PATTERN; False at the
         deadline or when the process ended without it."""
         regex = re.compile(pattern)
-        path = self.log + "." + stream
+        path = self.out_path if stream == "out" else self.err_path
         deadline = time.monotonic() + timeout
         while True:
             if _first_match(regex, read_lines(path)):
