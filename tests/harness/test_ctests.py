@@ -73,6 +73,8 @@ class ProgramTest(unittest.TestCase):
         failed = lines[:-1] + ["test_event_types: 666 passed, 1 failed"]
         self.assertEqual(ctests.check_program(1, failed), (False, "exit status 1", []))
         self.assertEqual(ctests.check_program(134, lines), (False, "exit status 134", []))
+        self.assertEqual(ctests.check_program(0, lines[:-1]),
+                         (False, "exit status 0 without a count line", []))
 
     def test_skip_lines_are_shown_under_the_ok(self):
         lines = log("test_event_types")[:-1] + [

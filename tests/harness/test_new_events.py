@@ -70,6 +70,11 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual((v.kind, v.text), ("FAIL", "exit 0, 1 findings"))
         self.assertEqual(v.details, ["     | " + x for x in PASSED] + ["     | " + FINDING])
 
+    def test_a_preloaded_run_without_its_report_fails(self):
+        v = new_events.check_run("audit", 0, PASSED, None)
+        self.assertEqual((v.kind, v.text), ("FAIL", "exit 0, ? findings"))
+        self.assertEqual(new_events.check_run("audit", 0, PASSED, []).kind, "ok")
+
     def test_no_count_line_fails(self):
         v = new_events.check_run("none", 0, PASSED[:1], None)
         self.assertEqual((v.kind, v.text), ("FAIL", "exit 0, 0 findings"))

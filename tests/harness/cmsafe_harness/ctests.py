@@ -9,7 +9,7 @@ suppressions from c-tests/lsan.supp) or ThreadSanitizer (the *_tsan builds, whos
 built in: see cm_util.c):
 
   programs that check themselves (the Rust API's real-stack tests, the C tests, the C++
-    wrapper's cpp_events): exit 0 is the verdict; the ok line quotes the program's own last
+    wrapper's cpp_events): exit 0 with the count line printed last is the verdict; the ok line quotes the program's own last
     "N passed, N failed" (", N skipped" when the transport cannot run some steps: their "skip:"
     lines, with the reason, are shown under the test's line, so no skip goes unseen; the Rust
     harness's "N passed; N failed").
@@ -82,7 +82,11 @@ def check_program(rc: int, lines: Sequence[str]) -> Outcome:
     detail, its "skip:" lines shown under it."""
     if rc != 0:
         return False, "exit status %d" % rc, []
-    return True, counts_of(lines), ["     | " + x for x in lines if x.startswith("skip: ")]
+    counts = counts_of(lines)
+    if not counts:
+        # Every program prints its count last: one that ends 0 without it stopped early.
+        return False, "exit status 0 without a count line", []
+    return True, counts, ["     | " + x for x in lines if x.startswith("skip: ")]
 
 
 def following(lines: Sequence[str], pattern: str, n: int) -> list[str]:

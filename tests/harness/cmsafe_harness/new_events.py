@@ -67,7 +67,8 @@ def check_run(mode: str, rc: int, log: Sequence[str], report: Sequence[str] | No
     if rc == SKIP_STATUS:
         why = next((x[len("skip: "):] for x in log if x.startswith("skip: ")), "")
         return Verdict("skip", why)
-    # A preloaded run that wrote no report has no finding record to hold against it.
+    # A preloaded run must write its report: without one, its findings are unknown (None),
+    # and the run fails.
     findings: int | None = 0
     if mode != "none":
         findings = None if report is None else len(finding_lines(report))
@@ -75,7 +76,7 @@ def check_run(mode: str, rc: int, log: Sequence[str], report: Sequence[str] | No
     for line in log:
         for m in _COUNTS.finditer(line):
             counts = m.group(0)
-    if rc == 0 and not findings and counts:
+    if rc == 0 and findings == 0 and counts:
         return Verdict("ok", "(%s%s)" % (counts, "" if mode == "none" else ", 0 findings"))
     details = ["     | " + x for x in list(log)[-TAIL:]]
     details += ["     | " + x for x in finding_lines(report)[:FINDINGS_SHOWN]]
