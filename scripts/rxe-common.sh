@@ -455,7 +455,7 @@ rxe_qemu_base() {
   rxe_qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
             -no-reboot -display none -monitor none -nodefaults
             -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$initrd"
-            -append "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable rxevm.run=$run rxevm.target=$target rxevm.host=$name$stack_cmdline"
+            -append "console=ttyS0 panic=-1 clocksource=tsc tsc=reliable no_timer_check rxevm.run=$run rxevm.target=$target rxevm.host=$name$stack_cmdline"
             -serial "file:$console"
             -virtfs "local,path=$rxe_hostroot,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
             -virtfs "local,path=$rxe_share,mount_tag=target,security_model=none,multidevs=remap"
