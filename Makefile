@@ -95,8 +95,8 @@ makefile-check: ## test: a dry run of make test finds a rule for everything it n
 
 # The timeline converter (bin/cmsafe-timeline, docs/preload.md "Timeline"): its unit tests on the
 # small reports under tests/timeline/data, then its output on the committed real run's reports
-# (rping and ucmatose in the Soft-RoCE guest) checked by its own --check, and the picture in the
-# docs (docs/img/timeline-real.svg) held to what the converter draws now: the same reports give
+# (rping and ucmatose in the Soft-RoCE guest) and on a storm's checked by its own --check, and the
+# pictures in the docs (docs/img) held to what the converter draws now: the same reports give
 # the same bytes, so a difference is a drawing changed without its picture (make
 # timeline-picture). Python's standard library only, no guest: a second or two.
 .PHONY: timeline-check timeline-picture
@@ -106,6 +106,10 @@ TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
 TIMELINE_PICTURE := docs/img/timeline-real.svg
 TIMELINE_PICTURE_ARGS := --svg-window 3535000:3910000 \
   tests/timeline/data/real/ucmatose-client-197.json tests/timeline/data/real/ucmatose-server-193.json
+# A storm's: the legacy storm server's report of one wave of 100 connections under the safe-mode
+# preload (make storm-picture records it, with the picture).
+TIMELINE_STORM := $(wildcard tests/timeline/data/storm/*.json)
+TIMELINE_STORM_PICTURE := docs/img/timeline-storm.svg
 timeline-check: build-deps ## test: the timeline converter's unit tests and its output on a real run's reports
 	python3 -m py_compile bin/cmsafe-timeline
 	@rm -rf bin/__pycache__
@@ -116,9 +120,16 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	bin/cmsafe-timeline --svg target/timeline-real.svg $(TIMELINE_PICTURE_ARGS)
 	@cmp -s target/timeline-real.svg $(TIMELINE_PICTURE) || { echo "$(TIMELINE_PICTURE) is not \
 	  what bin/cmsafe-timeline draws now: make timeline-picture" >&2; exit 1; }
+	bin/cmsafe-timeline -o target/timeline-storm.json $(TIMELINE_STORM)
+	bin/cmsafe-timeline --check target/timeline-storm.json $(TIMELINE_STORM)
+	bin/cmsafe-timeline --svg target/timeline-storm.svg $(TIMELINE_STORM)
+	@cmp -s target/timeline-storm.svg $(TIMELINE_STORM_PICTURE) || { echo \
+	  "$(TIMELINE_STORM_PICTURE) is not what bin/cmsafe-timeline draws now: make timeline-picture" \
+	  >&2; exit 1; }
 
-timeline-picture: ## dev: redraw docs/img/timeline-real.svg from the committed real run's reports
+timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committed reports
 	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
+	bin/cmsafe-timeline --svg $(TIMELINE_STORM_PICTURE) $(TIMELINE_STORM)
 
 # The guest harnesses' package (tests/harness/cmsafe_harness): its checks held to logs recorded
 # on the real stack, and its processes' supervision, on the host. Python's standard library only
@@ -611,17 +622,18 @@ storm-bench: deps storm-bins ## bench: the reconnect storm, 500 connections x 10
 # A storm's picture (docs/preload.md, "Timeline"): one wave of 100 connections on the legacy server
 # under the safe-mode preload, with --reports so that it writes its report (its checked run is a
 # small ASan one: 4 connections), then that report drawn into docs/img/timeline-storm.svg,
-# kill and drain included. STORM_PICTURE_FLAGS adds cmsafe-timeline options, e.g.
-# --svg-window START_US:END_US to draw only the kill. The reports stay in
-# target/storm/picture/reports.
+# kill and drain included. The report is kept in tests/timeline/data/storm (make timeline-check
+# converts it, checks the conversion and holds the picture to it); all the run's reports stay in
+# target/storm/picture/reports, for narrower pictures (--svg-window START_US:END_US).
 STORM_PICTURE_DIR   := target/storm/picture
-STORM_PICTURE_FLAGS ?=
 storm-picture: deps storm-bins ## dev: a 100-connection storm in the guest, drawn into docs/img/timeline-storm.svg
+	rm -rf $(STORM_PICTURE_DIR)/reports
 	scripts/storm --transport $(TRANSPORT) --results $(STORM_PICTURE_DIR) --servers legacy \
 	  --conns 100 --clients 5 --waves 1 --check-conns 4 --check-waves 1 --legacy-check asan \
 	  --reports
-	bin/cmsafe-timeline --svg docs/img/timeline-storm.svg $(STORM_PICTURE_FLAGS) \
-	  '$(STORM_PICTURE_DIR)/reports/legacy-plain-%p.json'
+	rm -f tests/timeline/data/storm/*.json
+	cp $(STORM_PICTURE_DIR)/reports/legacy-plain-*.json tests/timeline/data/storm/
+	bin/cmsafe-timeline --svg $(TIMELINE_STORM_PICTURE) tests/timeline/data/storm/*.json
 
 # ---- Network faults (scripts/faults, scripts/faults-in-guest): two guests joined by a link
 # (scripts/rxe-pair), the three storm servers side by side with heartbeats, their clients on the
