@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/insn-count, scripts/cmtime-insns and scripts/copy-insns: reads this machine's
+# Sourced by scripts/insn-count and scripts/cmtime-insns: reads this machine's
 # architecture's rows of bench/budgets.tsv for SCRIPT into the associative array `budget`
 # (declared by the caller: `declare -A budget`). With no row for this architecture, says so on
 # stderr and, when CHECK is 1 (the caller's --check), exits 1: there is nothing to hold the

@@ -16,6 +16,8 @@ HARNESSES = {
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
+    "preload-insns": "cmsafe_harness.callgrind",
+    "copy-insns": "cmsafe_harness.copy_insns",
 }
 
 
