@@ -16,6 +16,7 @@ HARNESSES = {
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
+    "syscalls": "cmsafe_harness.syscalls",
     "preload-insns": "cmsafe_harness.callgrind",
     "copy-insns": "cmsafe_harness.copy_insns",
 }
