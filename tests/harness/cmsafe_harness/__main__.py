@@ -17,7 +17,9 @@ HARNESSES = {
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",
     "syscalls": "cmsafe_harness.syscalls",
+    "insns": "cmsafe_harness.insns",
     "preload-insns": "cmsafe_harness.callgrind",
+    "cmtime": "cmsafe_harness.cmtime",
     "copy-insns": "cmsafe_harness.copy_insns",
 }
 
