@@ -21,6 +21,7 @@ HARNESSES = {
     "preload-insns": "cmsafe_harness.callgrind",
     "cmtime": "cmsafe_harness.cmtime",
     "copy-insns": "cmsafe_harness.copy_insns",
+    "event-cpu": "cmsafe_harness.event_cpu",
 }
 
 
