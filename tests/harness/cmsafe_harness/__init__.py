@@ -16,9 +16,9 @@ The layers, each importing only those above it:
   figures    medians and numbers as the timed benchmarks print them
   <harness>  one module per harness (its cases as data beside it), run by __main__
 
-The benchmarks and counts (syscalls, insns, cmtime, event_cpu; copy_insns, the one run on the
-host) print markdown tables that bench/results/ keeps, and hold the counts to their budgets: a
-count is the same on a busy machine as on a quiet one, a time is printed, never held.
+The benchmarks and counts (syscalls, insns, cmtime, event_cpu, cm_setup; copy_insns, the one
+run on the host) print markdown tables that bench/results/ keeps, and hold the counts to their
+budgets: a count is the same on a busy machine as on a quiet one, a time is printed, never held.
 
 The checks on logs take lines and return problems, with no process and no guest, so that
 tests/harness/test_*.py hold them to recorded logs on the host (make harness-check).

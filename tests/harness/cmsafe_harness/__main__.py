@@ -22,6 +22,7 @@ HARNESSES = {
     "cmtime": "cmsafe_harness.cmtime",
     "copy-insns": "cmsafe_harness.copy_insns",
     "event-cpu": "cmsafe_harness.event_cpu",
+    "cm-setup": "cmsafe_harness.cm_setup",
 }
 
 
