@@ -11,7 +11,14 @@ The layers, each importing only those above it:
   proc       running programs: one to its end or its hang, servers in the background
   tally      the verdicts: ok / FAIL / skip lines and the counts a harness ends with
   audit      the preload's output: finding lines and summaries on stderr, the JSON report
+  budgets    bench/budgets.tsv, the instruction budgets per architecture
+  callgrind  valgrind's count of a run, and the preload's share of a profile
+  figures    medians and numbers as the timed benchmarks print them
   <harness>  one module per harness (its cases as data beside it), run by __main__
+
+The benchmarks and counts (syscalls, insns, cmtime, event_cpu, cm_setup; copy_insns, the one
+run on the host) print markdown tables that bench/results/ keeps, and hold the counts to their
+budgets: a count is the same on a busy machine as on a quiet one, a time is printed, never held.
 
 The checks on logs take lines and return problems, with no process and no guest, so that
 tests/harness/test_*.py hold them to recorded logs on the host (make harness-check).

@@ -20,6 +20,13 @@ HARNESSES = {
     "new-events": "cmsafe_harness.new_events",
     "api-preload": "cmsafe_harness.api_preload",
     "pages": "cmsafe_harness.pages",
+    "syscalls": "cmsafe_harness.syscalls",
+    "insns": "cmsafe_harness.insns",
+    "preload-insns": "cmsafe_harness.callgrind",
+    "cmtime": "cmsafe_harness.cmtime",
+    "copy-insns": "cmsafe_harness.copy_insns",
+    "event-cpu": "cmsafe_harness.event_cpu",
+    "cm-setup": "cmsafe_harness.cm_setup",
 }
 
 

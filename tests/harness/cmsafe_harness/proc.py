@@ -76,6 +76,32 @@ class Run:
         return secs_text(self.dur)
 
 
+def run_to(argv: Sequence[str], out_path: str, err_path: str | None = None,
+           env: Mapping[str, str] | None = None, timeout: float | None = None) -> int:
+    """Runs ARGV to its end with stdout in OUT_PATH and stderr in ERR_PATH (None: in OUT_PATH
+    too, as `>LOG 2>&1` puts them), the file names a harness's readers already know. The shell
+    status; a missing program is 127 with the reason in the log, a run past TIMEOUT seconds is
+    killed (SIGTERM, then SIGKILL) and 124, as timeout(1) says it."""
+    with open(out_path, "wb") as out:
+        err = open(err_path, "wb") if err_path is not None else out
+        try:
+            try:
+                p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                     env=dict(env) if env is not None else None)
+            except OSError as e:
+                err.write(("%s: %s\n" % (argv[0], e.strerror)).encode())
+                return 127
+            try:
+                return shell_status(p.wait(timeout))
+            except subprocess.TimeoutExpired:
+                _kill(p)
+                p.wait()
+                return 124
+        finally:
+            if err is not out:
+                err.close()
+
+
 def _first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> bool:
     return any(pattern.search(line) for line in lines)
 
