@@ -30,7 +30,7 @@ EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 .PHONY: all help deps build-deps build preload header header-check fmt-check clippy cargo-test \
         c-tests guest-test check test demo clean
 
-all: build preload
+all: build preload ## use: the library and the preload (make build preload)
 
 # The targets with a `## GROUP: text` comment on their rule line, by group, in the Makefile's order.
 help: ## use: this list
@@ -174,7 +174,7 @@ $(CTESTS)/real_stack: build
 	exe=$$($(CARGO) test --$(PROFILE) --locked --test real_stack --no-run --message-format=json \
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
-c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat
+c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat ## dev: build the C and C++ tests (target/c-tests)
 
 guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, under the sanitizers
 	$(RXE_VM) -- c-tests/run-in-guest
@@ -217,7 +217,7 @@ STACKS ?= bullseye bookworm bookworm/iwarp trixie sid arm64
 PARTS ?= install c-tests new-events misuse real demo storm
 SMOKE_STACKS ?= bullseye sid
 SMOKE_PARTS ?= install c-tests new-events misuse
-stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS)
+stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS) ## dev: what the bookworm rows of make stacks run
 stacks_all := bullseye bookworm bookworm/iwarp trixie sid arm64
 parts_all := install c-tests new-events misuse real demo storm
 stacks_builds = $(if $(filter bookworm bookworm/iwarp,$(1)),stacks-host-bins) $(if $(filter arm64,$(1)),cross-arm64)
@@ -307,7 +307,7 @@ arm64-insn-test: deps cross-arm64 ## dev: instructions per event on arm64's budg
 # the arm64 guest finds them (its target/unit-tests): cargo itself stays outside the guest.
 ARM64_UNIT := target/arm64/unit-tests
 .PHONY: arm64-unit-tests
-arm64-unit-tests:
+arm64-unit-tests: ## dev: the unit tests cross-built for the arm64 guest
 	@scripts/setup-deps --arm64
 	rm -rf $(ARM64_UNIT) && mkdir -p $(ARM64_UNIT)
 	$(ARM64_ENV) $(CARGO) test --locked -p cmsafe-core -p cmsafe-sync -p cmsafe-preload --lib \
@@ -397,10 +397,9 @@ build: $(LIBOUT)/$(CMSAFE_SONAME)
 $(LIBOUT)/libcmsafe.so:
 	$(MAKE) build
 
-$(LIBOUT)/libcmsafe_preload.so:
-	$(MAKE) preload
-
-install: $(LIBOUT)/libcmsafe.so $(PRELOAD_LIB) ## use: install into PREFIX (/usr/local); LIBDIR, DESTDIR
+# The preload is not built here: it needs a newer Rust than the library (1.88), and install may
+# run as root. It is installed when `make preload` built it (the hook below).
+install: $(LIBOUT)/libcmsafe.so ## use: install into PREFIX (/usr/local); LIBDIR, DESTDIR
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 0755 $(LIBOUT)/libcmsafe.so $(DESTDIR)$(LIBDIR)/$(CMSAFE_REALNAME)
 	ln -sfn $(CMSAFE_REALNAME) $(DESTDIR)$(LIBDIR)/$(CMSAFE_SONAME)
@@ -503,7 +502,7 @@ $(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c 
 	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
 
 .PHONY: preload-tests preload-test race-bench
-preload-tests: $(PRELOAD_TEST_BINS)
+preload-tests: $(PRELOAD_TEST_BINS) ## dev: build the preload's test programs (target/preload-tests)
 
 # The preload on the real stack, one guest boot: every misuse program raw, under audit and under
 # safe mode; then unmodified real programs (rping, ucmatose, udaddy, cmtime, ib_send_bw with and
@@ -601,7 +600,7 @@ $(STORM_ASAN): $(STORM)/asan/%: storm/%.c $(STORM_DEPS) build
 	@mkdir -p $(@D)
 	$(CC) $(STORM_FLAGS) -O1 $(SAN_FLAGS) -o $@ $< storm/storm_common.c $(storm_libs)
 
-storm-bins: $(STORM_PLAIN) $(STORM_ASAN) preload
+storm-bins: $(STORM_PLAIN) $(STORM_ASAN) preload ## dev: build the storm's servers and client (target/storm)
 
 # Small (part of `make test`): 100 connections x 2 waves; the legacy server's leak check under
 # valgrind; and the control: the legacy server without the preload, caught by ASan.

@@ -56,16 +56,9 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
             Mode::Audit
         }
     };
-    let late_ms = var(c"CMSAFE_LATE_ACK_MS")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(1000);
-    let hang_ms = var(c"CMSAFE_HANG_MS")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(5000);
-    let rejected_ids = var(c"CMSAFE_REJECTED_IDS")
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(64);
+    let late_ms = number(c"CMSAFE_LATE_ACK_MS", 0, 1000);
+    let hang_ms = number(c"CMSAFE_HANG_MS", 0, 5000);
+    let rejected_ids = number(c"CMSAFE_REJECTED_IDS", 1, 64) as usize;
     if let Some(level) = var(c"CMSAFE_LOG").and_then(|v| cmsafe_core::logging::parse_level(&v)) {
         cmsafe_core::logging::set_level(level);
     }
@@ -77,6 +70,30 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
         rejected_ids,
     }
 });
+
+/// The whole number in the variable `name`, at least `min`; `default` when it is unset or
+/// empty, and, said once on stderr as CMSAFE_MODE's mistakes are, when it is something else: a
+/// setting mistyped is not silently a different one.
+fn number(name: &CStr, min: u64, default: u64) -> u64 {
+    let Some(v) = var(name).filter(|v| !v.trim().is_empty()) else {
+        return default;
+    };
+    match v.trim().parse::<u64>() {
+        Ok(n) if n >= min => n,
+        _ => {
+            let name = name.to_string_lossy();
+            let floor = if min > 0 {
+                format!(" of at least {min}")
+            } else {
+                String::new()
+            };
+            crate::sys::cancel::say_err!(
+                "==cmsafe== {name}={v:?} is not a whole number{floor}: using {default}"
+            );
+            default
+        }
+    }
+}
 
 /// The report path for this process: `%p` becomes the pid.
 pub fn report_path(template: &str) -> CString {
@@ -102,8 +119,11 @@ mod tests {
             // SAFETY: closing our own stderr descriptor.
             unsafe { libc::close(2) };
         }
-        let mode = CONFIG.mode;
-        println!("child: mode {mode:?}");
+        let c = &*CONFIG;
+        println!(
+            "child: mode {:?} late_ack_ns {} hang_ns {} rejected_ids {}",
+            c.mode, c.late_ack_ns, c.hang_ns, c.rejected_ids
+        );
         std::process::exit(0)
     }
 
@@ -114,6 +134,9 @@ mod tests {
             .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
             .env(CHILD, how)
             .env("CMSAFE_MODE", "bogus")
+            .env("CMSAFE_LATE_ACK_MS", "abc")
+            .env("CMSAFE_HANG_MS", " 250 ")
+            .env("CMSAFE_REJECTED_IDS", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -126,7 +149,8 @@ mod tests {
         )
     }
 
-    /// CMSAFE_MODE=bogus is said on stderr and means audit (the documented fallback), and when
+    /// CMSAFE_MODE=bogus is said on stderr and means audit (the documented fallback), as are
+    /// numbers that are not (CMSAFE_LATE_ACK_MS=abc, CMSAFE_REJECTED_IDS=0), and when
     /// stderr fails (EPIPE, EBADF) the config is still made, in audit mode, with no panic: the
     /// config is first forced outside any panic shield, so a panic there would unwind into the
     /// C program. (The test binary ignores SIGPIPE, as a C service that writes to sockets does:
@@ -138,11 +162,29 @@ mod tests {
         }
         let (code, out, err) = run_child("open", Stdio::piped());
         assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
-        assert!(out.contains("child: mode Audit"), "stdout: {out}");
+        // Numbers mistyped are said and fall back to their defaults; a right one is taken.
+        assert!(
+            out.contains(
+                "child: mode Audit late_ack_ns 1000000000 hang_ns 250000000 rejected_ids 64"
+            ),
+            "stdout: {out}"
+        );
         assert!(
             err.contains("==cmsafe== CMSAFE_MODE=\"bogus\" is not audit, safe or off: using audit"),
             "stderr: {err}"
         );
+        assert!(
+            err.contains("==cmsafe== CMSAFE_LATE_ACK_MS=\"abc\" is not a whole number: using 1000"),
+            "stderr: {err}"
+        );
+        assert!(
+            err.contains(
+                "==cmsafe== CMSAFE_REJECTED_IDS=\"0\" is not a whole number of at least 1: \
+                 using 64"
+            ),
+            "stderr: {err}"
+        );
+        assert!(!err.contains("CMSAFE_HANG_MS"), "stderr: {err}");
 
         let mut fds = [0; 2];
         // SAFETY: pipe2(2) with a valid array of two descriptors.

@@ -11,7 +11,7 @@ this one. The parts, in this order (default: all):
   unit    the unit tests of cmsafe-core, cmsafe-sync and cmsafe-preload, cross-built (make
           arm64-unit-tests puts them in the guest's target/unit-tests), with
           CMSAFE_TEST_PAGE_SIZE=PAGE: crates/core/src/page.rs's test asserts that size was read
-          at run time, and preload/src/guard.rs's that a guard is the whole run-time page (a seal
+          at run time, and preload/src/audit/pages.rs's that a guard is the whole run-time page (a seal
           closes its last byte and not the next page's copy). One test thread: the guest has two
           vCPUs, and the tests' own threads are enough. The first program that fails ends the
           part; no program there is a failure.
