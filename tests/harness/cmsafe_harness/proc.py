@@ -76,6 +76,22 @@ class Run:
         return secs_text(self.dur)
 
 
+def _start(argv: Sequence[str], out, err, env: Mapping[str, str] | None,
+           stdin: int | None = None) -> subprocess.Popen | None:
+    """Starts ARGV with its streams in the open files OUT and ERR (ERR subprocess.STDOUT: with
+    OUT). A program that is missing or not executable is None, with the reason written where
+    its stderr goes, as a shell would say it: its caller reports status 127, a failed case, not
+    a traceback that ends the whole harness before its tally."""
+    try:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL if stdin is None else stdin,
+                                stdout=out, stderr=err,
+                                env=dict(env) if env is not None else None)
+    except OSError as e:
+        (out if err == subprocess.STDOUT else err).write(
+            ("%s: %s\n" % (argv[0], e.strerror)).encode())
+        return None
+
+
 def run_to(argv: Sequence[str], out_path: str, err_path: str | None = None,
            env: Mapping[str, str] | None = None, timeout: float | None = None) -> int:
     """Runs ARGV to its end with stdout in OUT_PATH and stderr in ERR_PATH (None: in OUT_PATH
@@ -85,11 +101,8 @@ def run_to(argv: Sequence[str], out_path: str, err_path: str | None = None,
     with open(out_path, "wb") as out:
         err = open(err_path, "wb") if err_path is not None else out
         try:
-            try:
-                p = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                     env=dict(env) if env is not None else None)
-            except OSError as e:
-                err.write(("%s: %s\n" % (argv[0], e.strerror)).encode())
+            p = _start(argv, out, err, env)
+            if p is None:
                 return 127
             try:
                 return shell_status(p.wait(timeout))
@@ -147,17 +160,7 @@ def run(
     with contextlib.ExitStack() as files:
         out = files.enter_context(open(out_path, "wb"))
         err = out if merged else files.enter_context(open(err_path, "wb"))
-        try:
-            proc = subprocess.Popen(list(argv),
-                                    stdin=subprocess.DEVNULL if stdin is None else stdin,
-                                    stdout=out, stderr=subprocess.STDOUT if merged else err,
-                                    env=dict(env) if env is not None else None)
-        except OSError as e:
-            # A program that is missing or not executable is a failed case with the reason in
-            # its stderr log, as a shell would say it (status 127), not a traceback that ends
-            # the whole harness before its tally.
-            err.write(("%s: %s\n" % (argv[0], e.strerror)).encode())
-            proc = None
+        proc = _start(argv, out, subprocess.STDOUT if merged else err, env, stdin)
     if proc is None:
         result.rc = 127
         result.out, result.err = _read(out_path, err_path, merged)
@@ -215,16 +218,11 @@ class Background:
         with contextlib.ExitStack() as files:
             out = files.enter_context(open(self.out_path, "wb"))
             err = subprocess.STDOUT if merged else files.enter_context(open(self.err_path, "wb"))
-            try:
-                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=err,
-                                             env=dict(env) if env is not None else None)
-            except OSError as e:
-                # As in run(): a missing program is a server that said why and ended with
-                # status 127, so its owner's checks fail by name.
-                self.proc = subprocess.Popen(
-                    ["/bin/sh", "-c", 'echo "$0: $1" >&2; exit 127', self.argv[0], e.strerror],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            proc = _start(self.argv, out, err, env)
+            # A missing program is a server that said why (_start) and ended with status 127,
+            # so its owner's checks fail by name.
+            self.proc = proc or subprocess.Popen(["/bin/sh", "-c", "exit 127"],
+                                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         self.t0 = time.monotonic()
 
     @property
