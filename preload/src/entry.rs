@@ -9,6 +9,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
+use crate::audit::segv;
 use crate::cm::{wrap_events, wrap_ids};
 use crate::verbs::{wrap_async, wrap_cq};
 
@@ -204,6 +205,22 @@ entry!(
 entry!(
     /// ibv_destroy_srq(3), interposed.
     ibv_destroy_srq(srq: *mut c_void) -> i32, wrap_async::destroy_srq, "rsi", "x1"
+);
+
+entry!(
+    /// sigaction(2), interposed: SIGSEGV's action, once audit's handler is installed
+    /// (audit/segv.rs); every other signal passes through.
+    sigaction(
+        sig: c_int,
+        act: *const libc::sigaction,
+        oldact: *mut libc::sigaction
+    ) -> c_int,
+    segv::sigaction, "rcx", "x3"
+);
+entry!(
+    /// signal(3), interposed as sigaction(2) is.
+    signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
+    segv::signal, "rdx", "x2"
 );
 
 #[cfg(test)]

@@ -36,6 +36,17 @@ pub fn quietly(f: impl FnOnce()) {
 
 extern "C" fn at_exit() {
     crate::sys::quiet::run(|| {
+        // exit(3) called by a signal handler that interrupted this very thread inside one of
+        // the preload's locks (a service's SIGTERM handler that exits): the tables are
+        // mid-update and their locks are this thread's own, so waiting would be forever. The
+        // summary is left out, and said to be.
+        if STATE.held_here() || CQS.held_here() || ASYNCS.held_here() || WATCH.held_here() {
+            crate::sys::cancel::say_err!(
+                "==cmsafe== no summary: exit was called from a signal handler that interrupted \
+                 the preload inside a librdmacm or libibverbs call"
+            );
+            return;
+        }
         // The CQ and async counts first: their never-acked findings go into the tracker's
         // summary.
         let lines: Vec<String> = [CQS.at_exit(), ASYNCS.at_exit()]
@@ -43,19 +54,15 @@ extern "C" fn at_exit() {
             .flatten()
             .collect();
         let lines = (!lines.is_empty()).then(|| lines.concat());
-        let summary = {
-            let mut guard = STATE.lock();
-            guard.as_mut().and_then(|s| s.finish(lines))
-        };
-        if let Some(s) = summary {
-            crate::sys::cancel::write_stderr(format_args!("{s}"));
-        }
+        crate::cm::track::finish(lines);
     });
 }
 
 // Every lock is taken before the fork, so the child never inherits one held by a thread it does
-// not have. Nothing holds two of the preload's own at once; the tracker releases safe mode's
-// copies into cmsafe's pool while it holds STATE, so the pool's lists come after it.
+// not have; a lock the forking thread is inside already (a fork from a signal handler that
+// interrupted the preload) is left to that interrupted frame (fork_lock.rs). Nothing holds two
+// of the preload's own at once; the tracker releases safe mode's copies into cmsafe's pool
+// while it holds STATE, so the pool's lists come after it.
 extern "C" fn before_fork() {
     WATCH.lock_for_fork();
     STATE.lock_for_fork();
@@ -74,19 +81,20 @@ extern "C" fn after_fork_parent() {
     WATCH.unlock_after_fork();
 }
 
+/// The child's: each table forgets what is the parent's (its events, its watcher, its report)
+/// as its lock is released, or at its next lock when the forking thread was inside it.
 extern "C" fn after_fork_child() {
+    crate::sys::whereis::forget_thread_id();
+    crate::audit::report_file::after_fork_in_child();
+    crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
-    ASYNCS.unlock_after_fork();
-    CQS.unlock_after_fork();
-    STATE.unlock_after_fork();
-    WATCH.unlock_after_fork();
-    crate::sys::whereis::forget_thread_id();
-    crate::cm::watch::after_fork_in_child();
-    crate::cm::readers::after_fork_in_child();
-    CQS.after_fork_in_child();
     ASYNCS.after_fork_in_child();
-    if let Some(s) = STATE.lock().as_mut() {
-        s.after_fork_in_child();
-    }
+    CQS.after_fork_in_child();
+    STATE.after_fork_in_child(|s| {
+        if let Some(s) = s.as_mut() {
+            s.after_fork_in_child();
+        }
+    });
+    WATCH.after_fork_in_child(crate::cm::watch::reset_in_child);
 }

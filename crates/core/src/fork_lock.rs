@@ -1,40 +1,149 @@
-//! A mutex that survives fork(2): pthread_atfork takes it before the fork and both processes
-//! release it after, so a child never inherits it locked by a thread that does not exist there.
-//! The pool's shared free lists and the compat header's copies use it, and so does the
-//! LD_PRELOAD library for all of its state.
+//! A mutex that survives fork(2) and never deadlocks the thread it interrupted.
+//!
+//! pthread_atfork takes it before the fork and both processes release it after, so a child
+//! never inherits it locked by a thread that does not exist there. The pool's shared free lists
+//! and the compat header's copies use it, and so does the LD_PRELOAD library for all of its
+//! state.
+//!
+//! A program may call fork(2) or exit(3) from a signal handler (a service's SIGTERM handler
+//! often exits), and the signal may land while this very thread holds the lock inside one of
+//! our calls. Waiting for it there waits forever. So each thread keeps, in a thread-local list,
+//! the mutexes it is taking or holds (entered before the attempt, so there is no window between
+//! winning the lock and being known to hold it), and the exit and fork paths ask
+//! [`ForkSafeMutex::held_here`] first: [`ForkSafeMutex::lock_unless_held_here`] gives up at once
+//! instead of waiting for itself. A fork that skipped a lock leaves it to the interrupted frame,
+//! which the child inherits and which releases it when the handler returns; the child's reset of
+//! the data then runs at the next lock ([`ForkSafeMutex::after_fork_in_child`]).
 //!
 //! It is std's mutex (a futex word: one compare-and-swap to lock, one swap to unlock, inlined),
 //! not glibc's pthread_mutex_lock and unlock, two calls that cost more by count (bench/README.md,
-//! "The counts behind the code's shape"); the preload's tracker lock is taken twice per event. The guard taken before the fork is kept in the mutex itself until the parent and the
-//! child each drop theirs; in the child that drop may issue a futex wake for waiters that were
-//! left behind in the parent, which wakes nobody.
+//! "The counts behind the code's shape"); the preload's tracker lock is taken twice per event.
+//! The guard taken before the fork is kept in the mutex itself until the parent and the child
+//! each drop theirs; in the child that drop may issue a futex wake for waiters that were left
+//! behind in the parent, which wakes nobody.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// How many of these mutexes one thread may be in at once: the preload's tracker with the
+/// pool's list inside it is the deepest nesting (two); entries past this are not recorded, and
+/// only the exit and fork paths' give-up then cannot see them.
+const DEPTH: usize = 4;
+
+thread_local! {
+    /// The addresses of the mutexes this thread is taking or holds, innermost last.
+    static HELD: Cell<[usize; DEPTH]> = const { Cell::new([0; DEPTH]) };
+}
+
+fn enter(addr: usize) {
+    HELD.with(|h| {
+        let mut v = h.get();
+        if let Some(slot) = v.iter_mut().find(|a| **a == 0) {
+            *slot = addr;
+            h.set(v);
+        }
+    });
+}
+
+fn leave(addr: usize) {
+    HELD.with(|h| {
+        let mut v = h.get();
+        if let Some(slot) = v.iter_mut().rev().find(|a| **a == addr) {
+            *slot = 0;
+            h.set(v);
+        }
+    });
+}
 
 pub struct ForkSafeMutex<T: 'static> {
     inner: Mutex<T>,
     /// The prepare handler's guard, until the parent or child handler drops it. Touched only by
     /// the forking thread, while it holds `inner`.
     fork_guard: UnsafeCell<Option<MutexGuard<'static, T>>>,
+    /// The prepare handler found the forking thread itself inside the lock and took nothing.
+    /// Touched only by the forking thread.
+    skipped: AtomicBool,
+    /// A child's reset (a `fn(&mut T)` as an address, 0 for none) that could not run in the
+    /// fork handler: the next holder runs it first.
+    pending_reset: AtomicUsize,
 }
 
 // SAFETY: `inner` serializes access to the data; `fork_guard` is touched only by the thread
 // that holds `inner` (the pthread_atfork handlers run in the forking thread).
 unsafe impl<T: Send> Sync for ForkSafeMutex<T> {}
 
+/// The data, locked: the mutex's guard, which also leaves this thread's list when dropped.
+pub struct ForkSafeGuard<'a, T: 'static> {
+    guard: MutexGuard<'a, T>,
+    addr: usize,
+}
+
+impl<T> Deref for ForkSafeGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> DerefMut for ForkSafeGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for ForkSafeGuard<'_, T> {
+    fn drop(&mut self) {
+        // Left after the unlock would leave a window in which this thread, interrupted, takes
+        // itself for the holder of a lock it released: harmless (the exit path gives up once
+        // more than it needs to). Left before the unlock would be the deadlock again.
+        leave(self.addr);
+    }
+}
+
 impl<T: 'static> ForkSafeMutex<T> {
     pub const fn new(data: T) -> Self {
         ForkSafeMutex {
             inner: Mutex::new(data),
             fork_guard: UnsafeCell::new(None),
+            skipped: AtomicBool::new(false),
+            pending_reset: AtomicUsize::new(0),
         }
+    }
+
+    fn addr(&self) -> usize {
+        self as *const Self as usize
     }
 
     /// The data, locked. A panic caught while it was held (the preload catches every one) does
     /// not make it unusable: the data is whatever the panicking code left, as before.
-    pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn lock(&self) -> ForkSafeGuard<'_, T> {
+        enter(self.addr());
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: set and read under the lock (the child's handler, or its interrupted frame's
+        // unlock, came before this lock in the same process).
+        if self.pending_reset.load(Ordering::Relaxed) != 0 {
+            run_reset::<T>(&self.pending_reset, &mut guard);
+        }
+        ForkSafeGuard {
+            guard,
+            addr: self.addr(),
+        }
+    }
+
+    /// Whether the calling thread is taking or holds this lock: true only when the caller is a
+    /// signal handler (or exit or fork handler run from one) that interrupted our own code
+    /// inside it. Async-signal-safe: a thread-local read.
+    pub fn held_here(&self) -> bool {
+        let addr = self.addr();
+        HELD.with(|h| h.get().contains(&addr))
+    }
+
+    /// The data, locked, unless the calling thread itself is inside the lock (`held_here`):
+    /// then None at once, never a wait for itself. For the exit and fork paths.
+    pub fn lock_unless_held_here(&self) -> Option<ForkSafeGuard<'_, T>> {
+        (!self.held_here()).then(|| self.lock())
     }
 
     /// The data, if no thread holds it now (tests: whether a lock is free).
@@ -47,17 +156,60 @@ impl<T: 'static> ForkSafeMutex<T> {
         }
     }
 
-    /// For the pthread_atfork prepare handler: held until `unlock_after_fork`.
+    /// For the pthread_atfork prepare handler: held until `unlock_after_fork`, unless the
+    /// forking thread is inside it already (a fork from a signal handler that interrupted our
+    /// code), which then keeps it.
     pub fn lock_for_fork(&'static self) {
-        let guard = self.lock();
+        if self.held_here() {
+            self.skipped.store(true, Ordering::Relaxed);
+            return;
+        }
+        enter(self.addr());
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: only the thread holding `inner` touches `fork_guard` (see above).
         unsafe { *self.fork_guard.get() = Some(guard) };
     }
 
     /// For the parent and child handlers, in the thread that called `lock_for_fork`.
     pub fn unlock_after_fork(&'static self) {
+        if self.skipped.swap(false, Ordering::Relaxed) {
+            return;
+        }
         // SAFETY: as in `lock_for_fork`: this thread still holds `inner` through that guard.
-        drop(unsafe { (*self.fork_guard.get()).take() });
+        let guard = unsafe { (*self.fork_guard.get()).take() };
+        if guard.is_some() {
+            drop(guard);
+            leave(self.addr());
+        }
+    }
+
+    /// For the child handler, instead of `unlock_after_fork`: `reset` runs on the data (what the
+    /// child must not inherit), then the lock is released. When the forking thread was inside
+    /// the lock, the reset waits for the next lock, after its interrupted frame released it.
+    pub fn after_fork_in_child(&'static self, reset: fn(&mut T)) {
+        if self.skipped.load(Ordering::Relaxed) {
+            // Relaxed: read by the next holder, after the interrupted frame's unlock.
+            self.pending_reset
+                .store(reset as *const () as usize, Ordering::Relaxed);
+            self.unlock_after_fork();
+            return;
+        }
+        // SAFETY: as in `lock_for_fork`: this thread holds `inner` through that guard.
+        if let Some(guard) = unsafe { (*self.fork_guard.get()).as_mut() } {
+            reset(guard);
+        }
+        self.unlock_after_fork();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn run_reset<T>(pending: &AtomicUsize, data: &mut T) {
+    let f = pending.swap(0, Ordering::Relaxed);
+    if f != 0 {
+        // SAFETY: only `after_fork_in_child` stores here, a `fn(&mut T)` of this very mutex's T.
+        let reset: fn(&mut T) = unsafe { std::mem::transmute::<usize, fn(&mut T)>(f) };
+        reset(data);
     }
 }
 
@@ -77,6 +229,7 @@ mod tests {
         // A second unlock with no fork in between releases nothing.
         M.unlock_after_fork();
         assert!(M.try_lock().is_some());
+        assert!(!M.held_here());
     }
 
     #[test]
@@ -88,5 +241,55 @@ mod tests {
         });
         assert!(r.is_err());
         assert_eq!(*P.lock(), 7);
+        assert!(!P.held_here(), "the unwind left the thread's list");
+    }
+
+    /// The exit path of a thread interrupted inside the lock gives up instead of waiting for
+    /// itself; another thread's hold is waited for as before.
+    #[test]
+    fn the_holder_itself_is_never_made_to_wait() {
+        static H: ForkSafeMutex<u32> = ForkSafeMutex::new(3);
+        let g = H.lock();
+        assert!(H.held_here());
+        assert!(H.lock_unless_held_here().is_none(), "this thread holds it");
+        let other = std::thread::spawn(|| {
+            assert!(!H.held_here());
+            *H.lock_unless_held_here().expect("waits, then takes it")
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(g);
+        assert_eq!(other.join().unwrap(), 3);
+        assert!(!H.held_here());
+        assert_eq!(*H.lock_unless_held_here().expect("free again"), 3);
+    }
+
+    /// A fork from a signal handler that interrupted the lock's holder: the prepare handler
+    /// takes nothing, the parent's handler releases nothing, and the child's reset runs at the
+    /// next lock, after the interrupted frame released it.
+    #[test]
+    fn a_fork_inside_the_lock_leaves_it_to_the_interrupted_frame() {
+        static F: ForkSafeMutex<u32> = ForkSafeMutex::new(5);
+        let frame = F.lock();
+        // The handlers, as a fork in a signal handler runs them here.
+        F.lock_for_fork();
+        F.after_fork_in_child(|v| *v = 0);
+        assert_eq!(*frame, 5, "the interrupted frame still holds the data");
+        drop(frame);
+        assert_eq!(*F.lock(), 0, "the child's reset ran at the next lock");
+        assert_eq!(*F.lock(), 0);
+        // An ordinary fork: taken, reset and released by the handlers.
+        *F.lock() = 9;
+        F.lock_for_fork();
+        assert!(F.held_here());
+        F.after_fork_in_child(|v| *v += 1);
+        assert!(!F.held_here());
+        assert_eq!(*F.lock(), 10);
+        // And the parent's side of a fork inside the lock releases nothing.
+        let frame = F.lock();
+        F.lock_for_fork();
+        F.unlock_after_fork();
+        assert!(F.held_here(), "still the frame's");
+        drop(frame);
+        assert!(F.try_lock().is_some());
     }
 }

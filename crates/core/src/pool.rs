@@ -16,13 +16,12 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::MutexGuard;
 
 use cmsafe_sync::{Released, SlotRefs};
 use once_cell::sync::OnceCell;
 
 use crate::fault;
-use crate::fork_lock::ForkSafeMutex;
+use crate::fork_lock::{ForkSafeGuard, ForkSafeMutex};
 
 /// Size classes.
 pub(crate) const CLASSES: usize = 5;
@@ -269,7 +268,7 @@ impl Slab {
     }
 
     /// The class's shared list, locked, its addresses known.
-    fn list(&self, class: usize) -> Result<MutexGuard<'_, FreeList>, AllocError> {
+    fn list(&self, class: usize) -> Result<ForkSafeGuard<'_, FreeList>, AllocError> {
         let base = self.base()?;
         let mut list = self.classes[class].list.lock();
         if list.first == 0 {

@@ -90,6 +90,14 @@ pub fn line(args: fmt::Arguments<'_>) {
     out.flush();
 }
 
+/// Writes `text` as it is to stderr, in writes of up to 1 KiB, ignoring errors. Never panics,
+/// never allocates.
+pub fn text(text: &str) {
+    let mut out = FdOut::new(2);
+    let _ = out.write_str(text);
+    out.flush();
+}
+
 /// For tests of this crate and the C ABI's: a test that runs itself again as a child process,
 /// where stderr can be made to fail. Not part of the API.
 #[doc(hidden)]

@@ -15,7 +15,8 @@
 //! - [`signal_queue::SignalQueue`]: a bounded MPMC queue a signal handler may push to (audit's
 //!   use-after-ack findings).
 //! - [`page_state::PageState`]: the life of one of audit's guarded pages, by compare-and-swap.
-//! - [`saved_action::SavedAction`]: the previous signal action, saved before ours is installed.
+//! - [`latest::Latest`]: the newest of a value set by any thread and read by a signal handler
+//!   (the program's own SIGSEGV action, under audit).
 //! - [`gone_channels::GoneChannels`]: destroyed event channels, for a check that takes no lock.
 //! - [`read_table::ReadTable`]: the threads blocked in a read, by channel, for a watcher.
 //! - [`SeqRecord`]: a slot of a ring of records written by many threads and copied out while
@@ -31,9 +32,9 @@ mod shim;
 mod slot_cell;
 
 pub mod gone_channels;
+pub mod latest;
 pub mod page_state;
 pub mod read_table;
-pub mod saved_action;
 pub mod signal_queue;
 
 pub use lock::{Deadline, TimedLock};

@@ -6,7 +6,8 @@ use cmsafe_core::cm::rdma_cm_event_type;
 use cmsafe_sync::page_state::Occupant;
 use cmsafe_sync::signal_queue::SignalQueue;
 
-/// A use-after-ack seen by the signal handler, waiting to be turned into a finding.
+/// A use-after-ack seen by the signal handler or the userfaultfd thread (pages.rs), waiting to
+/// be turned into a finding.
 #[derive(Clone, Copy, Debug)]
 pub struct Fault {
     pub seq: u64,
@@ -15,12 +16,92 @@ pub struct Fault {
     pub code_addr: usize,
     pub data_addr: usize,
     pub thread: i32,
-    /// The stack at the fault (innermost first; zeros past its end), to name the program's
-    /// frame when the faulting instruction is in a library (memcpy, strlen, printf...).
+    /// The system call whose kernel code read the memory (its number), or -1: the program's
+    /// own code read it.
+    pub syscall: i64,
+    /// Where the faulting code returns to when that is in a register (aarch64's x30), else 0.
+    pub link: usize,
+    /// The words at the faulting code's stack pointer and up (zeros past what could be read):
+    /// return addresses among them name the program's frame when the faulting instruction is
+    /// in a library (memcpy, strlen, printf, a system call's wrapper...). Copied, not unwound:
+    /// the unwinder may take locks the interrupted thread holds.
     pub stack: [usize; STACK],
 }
 
-pub const STACK: usize = 12;
+pub const STACK: usize = 48;
+
+/// The faulting code's registers that a finding names it by.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Context {
+    pub code: usize,
+    pub sp: usize,
+    pub link: usize,
+}
+
+impl Context {
+    /// From a SA_SIGINFO handler's third argument, the interrupted ucontext.
+    pub fn of_signal(ctx: *mut libc::c_void) -> Context {
+        if ctx.is_null() {
+            return Context::default();
+        }
+        // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext.
+        let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+        #[cfg(target_arch = "x86_64")]
+        let at = Context {
+            code: uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize,
+            sp: uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize,
+            link: 0,
+        };
+        #[cfg(target_arch = "aarch64")]
+        let at = Context {
+            code: uc.uc_mcontext.pc as usize,
+            sp: uc.uc_mcontext.sp as usize,
+            link: uc.uc_mcontext.regs[30] as usize,
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let at = {
+            let _ = uc;
+            Context::default()
+        };
+        at
+    }
+}
+
+/// The words at `sp` and up, read with process_vm_readv(2) on this very process: a stack that
+/// ends within the window (a coroutine's) gives an error there, never a fault inside a signal
+/// handler. Async-signal-safe.
+pub fn stack_words(sp: usize) -> [usize; STACK] {
+    let mut words = [0usize; STACK];
+    if sp == 0 {
+        return words;
+    }
+    let local = libc::iovec {
+        iov_base: words.as_mut_ptr().cast(),
+        iov_len: std::mem::size_of_val(&words),
+    };
+    // One remote piece per page, so that a read stopped by the end of the stack's mapping keeps
+    // what came before it.
+    let page = cmsafe_core::page::size();
+    let mut remote = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 3];
+    let (mut at, end, mut n) = (sp, sp + std::mem::size_of_val(&words), 0);
+    while at < end && n < remote.len() {
+        let next = ((at / page) + 1) * page;
+        let piece_end = next.min(end);
+        remote[n] = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: piece_end - at,
+        };
+        n += 1;
+        at = piece_end;
+    }
+    // SAFETY: our own buffer; the remote pieces are only read by the kernel, which fails
+    // (EFAULT, a short count) where nothing is mapped. getpid is async-signal-safe.
+    unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, remote.as_ptr(), n as u64, 0) };
+    words
+}
 
 /// Faults recorded by the signal handler of any thread, drained by any thread's next wrapped
 /// call: a queue with many producers and many consumers, fit for a signal handler.
@@ -42,42 +123,84 @@ pub fn drain_faults() -> (Vec<Fault>, u64) {
     (out, FAULTS.take_lost())
 }
 
-/// Records a read of the acked event `o` at `data_addr` by the code at `code`: queued, and said on
-/// stderr. Called from the SIGSEGV handler: async-signal-safe only.
-pub fn record(o: Occupant, data_addr: usize, code: usize) {
-    // SAFETY: gettid is async-signal-safe.
-    let tid = unsafe { libc::gettid() };
-    let mut frames = [std::ptr::null_mut(); STACK];
-    // SAFETY: the unwinder was loaded at install time; unwinding through the signal frame is
-    // what crash reporters do with it.
-    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), STACK as i32) }.max(0) as usize;
-    // A full queue counts it (drain_faults); the line below is said either way.
-    let _ = FAULTS.push(Fault {
+/// A read of the acked event `o` at `data_addr` by thread `thread`, in its own code (`syscall`
+/// -1) or in the kernel's for that system call, at `at`: the fault to record.
+pub fn fault(o: Occupant, data_addr: usize, at: &Context, thread: i32, syscall: i64) -> Fault {
+    Fault {
         seq: o.seq,
         event_type: o.event_type,
         id: o.id,
-        code_addr: code,
+        code_addr: at.code,
         data_addr,
-        thread: tid,
-        stack: std::array::from_fn(|k| if k < n { frames[k] as usize } else { 0 }),
-    });
-    let (seq, ty) = (o.seq, o.event_type);
-    // Said at once: the program may crash for other reasons before the report is written.
+        thread,
+        syscall,
+        link: at.link,
+        stack: stack_words(at.sp),
+    }
+}
+
+/// Records `f`: queued, and said on stderr at once (the program may crash for other reasons
+/// before the report is written). Async-signal-safe: called from the SIGSEGV handler.
+pub fn record(f: Fault) {
+    // A full queue counts it (drain_faults); the line below is said either way.
+    let _ = FAULTS.push(f);
     let mut line = SignalLine::new();
     line.push(b"==cmsafe== use-after-ack: seq=");
-    line.push_dec(seq);
+    line.push_dec(f.seq);
     line.push(b" type=");
-    line.push(cmsafe_core::cm::event_type_name(ty as rdma_cm_event_type::Type).as_bytes());
+    line.push(
+        cmsafe_core::cm::event_type_name(f.event_type as rdma_cm_event_type::Type).as_bytes(),
+    );
     line.push(b" id=");
-    line.push_hex(o.id as u64);
+    line.push_hex(f.id as u64);
     line.push(b" thread=");
-    line.push_dec(tid as u64);
+    line.push_dec(f.thread as u64);
     line.push(b": read of the event at ");
-    line.push_hex(data_addr as u64);
-    line.push(b" after its rdma_ack_cm_event, by code at ");
-    line.push_hex(code as u64);
+    line.push_hex(f.data_addr as u64);
+    line.push(b" after its rdma_ack_cm_event, by ");
+    if f.syscall >= 0 {
+        line.push(b"the kernel in system call ");
+        match syscall_name(f.syscall) {
+            Some(name) => line.push(name.as_bytes()),
+            None => {
+                line.push(b"#");
+                line.push_dec(f.syscall as u64);
+            }
+        }
+        line.push(b" called from ");
+    } else {
+        line.push(b"code at ");
+    }
+    line.push_hex(f.code_addr as u64);
     line.push(b"\n");
     line.write_stderr();
+}
+
+/// A system call's name, for the calls that read or write a buffer the program passes (those a
+/// program may hand its private data to); None for the others, named by number.
+pub fn syscall_name(nr: i64) -> Option<&'static str> {
+    let known: &[(i64, &str)] = &[
+        (libc::SYS_write, "write"),
+        (libc::SYS_writev, "writev"),
+        (libc::SYS_pwrite64, "pwrite64"),
+        (libc::SYS_pwritev, "pwritev"),
+        (libc::SYS_sendto, "sendto"),
+        (libc::SYS_sendmsg, "sendmsg"),
+        (libc::SYS_sendmmsg, "sendmmsg"),
+        (libc::SYS_read, "read"),
+        (libc::SYS_readv, "readv"),
+        (libc::SYS_recvfrom, "recvfrom"),
+        (libc::SYS_recvmsg, "recvmsg"),
+        (libc::SYS_ioctl, "ioctl"),
+        (libc::SYS_setsockopt, "setsockopt"),
+        (libc::SYS_connect, "connect"),
+        (libc::SYS_bind, "bind"),
+        (libc::SYS_openat, "openat"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_futex, "futex"),
+    ];
+    known.iter().find(|&&(n, _)| n == nr).map(|&(_, name)| name)
 }
 
 /// A line built without allocating, for the signal handler.

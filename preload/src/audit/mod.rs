@@ -9,4 +9,5 @@ pub mod pages;
 pub mod probes;
 pub mod record;
 pub mod report;
+pub mod report_file;
 pub mod segv;

@@ -284,11 +284,11 @@ pub fn recycle(page: u32) {
     });
 }
 
-/// The SIGSEGV handler's question (segv.rs): whether the fault at `addr`, by the code at `code`,
+/// The SIGSEGV handler's question (segv.rs): whether the fault at `addr`, by the code at `at`,
 /// is on one of our pages, and so handled here. A read of a sealed copy is recorded as a
 /// use-after-ack (faults.rs) and its page opened again, so that the read is retried and finds
 /// the copy intact. Async-signal-safe: atomics, mprotect, and the fault queue's line.
-fn claim_fault(addr: usize, code: usize) -> bool {
+fn claim_fault(addr: usize, at: &faults::Context) -> bool {
     // Acquire: the reservation's address was published (Release) after it was mapped.
     let b = BASE.load(Ordering::Acquire);
     // A reservation published means the page size was read (`base`): one atomic load here.
@@ -299,7 +299,9 @@ fn claim_fault(addr: usize, code: usize) -> bool {
     let page = (addr - b) / size;
     let open = match STATES[page].fault() {
         page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
-            faults::record(o, addr, code);
+            // SAFETY: gettid is async-signal-safe.
+            let thread = unsafe { libc::gettid() };
+            faults::record(faults::fault(o, addr, at, thread, -1));
             true
         }
         // Another fault's finding; the page may have been closed after it opened it.

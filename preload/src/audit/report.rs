@@ -2,81 +2,52 @@
 //! CMSAFE_REPORT one JSON object per line for every event and finding. Never private data bytes:
 //! lengths only.
 
-use std::ffi::CString;
 use std::fmt::Write as _;
-use std::io::Write;
 
 use crate::audit::findings::Finding;
 use crate::audit::held::Held;
 use crate::audit::probes;
 use crate::audit::record::Record;
 
-/// The JSON-lines report file, opened on first use: mode 0600, never through a symlink.
+/// The JSON-lines report's lines, made under the tracker's lock and written after it is
+/// released (`take`, then `report_file::write`): the file is never opened or written while a
+/// lock that CM calls need is held, so a slow or stuck target holds up only the thread that
+/// writes.
 pub struct ReportFile {
-    path: Option<CString>,
-    file: Option<std::fs::File>,
-    failed: bool,
+    on: bool,
+    lines: Vec<u8>,
 }
 
 impl ReportFile {
     pub const fn none() -> Self {
         ReportFile {
-            path: None,
-            file: None,
-            failed: false,
+            on: false,
+            lines: Vec::new(),
         }
     }
 
-    /// A report to `path`: the probes' semaphore goes up for good, since the report is written
-    /// on the probes' slow path.
-    pub fn new(path: CString) -> Self {
+    /// A report is written: the probes' semaphore goes up for good, since the report is
+    /// written on the probes' slow path.
+    pub fn new() -> Self {
         probes::SEMAPHORE.raise();
         ReportFile {
-            path: Some(path),
-            file: None,
-            failed: false,
+            on: true,
+            lines: Vec::new(),
         }
-    }
-
-    fn file(&mut self) -> Option<&mut std::fs::File> {
-        if self.file.is_none() && !self.failed {
-            let path = self.path.as_ref()?;
-            // SAFETY: a valid C string; flags and mode as documented in open(2).
-            let fd = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_WRONLY
-                        | libc::O_CREAT
-                        | libc::O_TRUNC
-                        | libc::O_NOFOLLOW
-                        | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            if fd < 0 {
-                self.failed = true;
-                crate::sys::cancel::say_err!(
-                    "==cmsafe== cannot write the report {}: {}",
-                    path.to_string_lossy(),
-                    std::io::Error::last_os_error()
-                );
-                return None;
-            }
-            use std::os::fd::FromRawFd;
-            // SAFETY: a fresh descriptor we own.
-            self.file = Some(unsafe { std::fs::File::from_raw_fd(fd) });
-        }
-        self.file.as_mut()
     }
 
     fn write_line(&mut self, line: &str) {
-        // open(2) and write(2) are cancellation points.
-        crate::sys::cancel::uncancellable(|| {
-            if let Some(f) = self.file() {
-                // One write per line, so a report cut short by a crash or hang is whole lines.
-                let _ = f.write_all(format!("{line}\n").as_bytes());
-            }
-        })
+        self.lines.extend_from_slice(line.as_bytes());
+        self.lines.push(b'\n');
+    }
+
+    pub fn has_lines(&self) -> bool {
+        !self.lines.is_empty()
+    }
+
+    /// The lines made since the last call, for `report_file::write` once the lock is released.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.lines)
     }
 
     /// Inlined to its check, the probes' semaphore (audit/probes.rs), which a report raises for
@@ -92,7 +63,7 @@ impl ReportFile {
     #[inline(never)]
     fn traced_event(&mut self, r: &Record) {
         probes::event_acked(r);
-        if self.path.is_some() {
+        if self.on {
             self.write_event(r);
         }
     }
@@ -138,7 +109,7 @@ impl ReportFile {
         // The events' clock (get_ns, ack_ns), so a reader can place the destroy among them.
         let at_ns = cmsafe_core::clock::monotonic_ns();
         probes::destroy_done(id, rc, at_ns);
-        if self.path.is_some() {
+        if self.on {
             let line = format!(
                 "{{\"record\":\"destroy\",\"id\":\"{id:#x}\",\"thread\":{thread},\"at_ns\":{at_ns}}}"
             );
@@ -149,7 +120,7 @@ impl ReportFile {
     /// `id`'s local and peer addresses (`ip:port`), when an event brought them: a record a
     /// reader takes the last of, per id.
     pub fn address(&mut self, id: usize, src: &str, dst: &str) {
-        if self.path.is_some() {
+        if self.on {
             let line = format!(
                 "{{\"record\":\"address\",\"id\":\"{id:#x}\",\"src\":\"{src}\",\"dst\":\"{dst}\"}}"
             );
@@ -158,7 +129,7 @@ impl ReportFile {
     }
 
     pub fn finding(&mut self, f: &Finding) {
-        if self.path.is_none() {
+        if !self.on {
             return;
         }
         let line = format!(
@@ -192,9 +163,9 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// A finding, said on stderr at once.
-pub fn say(f: &Finding) {
-    crate::sys::cancel::say_err!("==cmsafe== {}", f.line());
+/// A finding's line for stderr, said as soon as the lock is released.
+pub fn say(out: &mut String, f: &Finding) {
+    let _ = writeln!(out, "==cmsafe== {}", f.line());
 }
 
 /// The exit summary.

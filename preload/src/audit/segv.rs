@@ -1,130 +1,377 @@
-//! The SIGSEGV handler: a fault on one of audit mode's pages is theirs to handle (pages.rs says
-//! which are); any other goes to the handler that was installed before ours.
+//! Audit's SIGSEGV handler, where userfaultfd is not to be had (pages.rs): a fault on one of
+//! audit's pages is theirs to handle; any other reaches the program exactly as it would without
+//! the preload.
+//!
+//! The program's own action for SIGSEGV is kept here, not in the kernel, once ours is installed:
+//! the program sets it through the interposed sigaction(2) and signal(3) (which pass every other
+//! signal through), so a crash reporter, a JIT or a runtime that installs its handler after the
+//! first CM event does not take audit's faults from it. A fault that is not ours is then
+//! delivered as the kernel would have delivered it to the program's action:
+//! - a handler runs with the mask the kernel would give it (the interrupted mask, its sa_mask,
+//!   and SIGSEGV unless SA_NODEFER), so a handler that leaves by longjmp leaves that mask; ours
+//!   is installed with SA_NODEFER and an empty mask, so that nothing of ours is left in it;
+//! - SA_RESETHAND resets the program's action to SIG_DFL before its handler runs;
+//! - SA_ONSTACK and SA_RESTART are mirrored onto ours, which the kernel applies;
+//! - SIG_DFL: the default action is restored in the kernel and the faulting access runs again
+//!   (a fault sent by kill(2) is sent again), so the process dies of it, with its core; SIG_IGN:
+//!   a fault sent by kill(2) is ignored, a real one is not (the kernel forces the default
+//!   action on a synchronous fault it cannot deliver), as without us.
+//!
+//! A program that sets SIGSEGV's action with the raw system call (rt_sigaction) goes around the
+//! interposed calls: its handler then takes audit's faults, as before (docs/preload.md).
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use cmsafe_core::errno;
-use cmsafe_sync::saved_action::{SavedAction, Sigaction};
+use cmsafe_sync::latest::Latest;
 
-/// Whether a fault at an address, by the code at another, was ours and is handled: set once,
-/// before the handler is installed, and only read (a lock-free load) in the handler.
-static CLAIM: OnceLock<fn(usize, usize) -> bool> = OnceLock::new();
+use crate::audit::faults::Context;
 
-/// The action SIGSEGV had before ours: what faults that are not ours are handed to.
-static PREVIOUS: SavedAction<libc::sigaction> = SavedAction::new();
+/// Whether a fault was ours and is handled: set once, before the handler is installed, and only
+/// read (a lock-free load) in the handler.
+static CLAIM: OnceLock<fn(usize, &Context) -> bool> = OnceLock::new();
 
-/// sigaction(2) for SIGSEGV.
-struct Segv;
+/// Set once ours is installed: the program's SIGSEGV action is `PROGRAM`'s from then on.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-impl Sigaction for Segv {
-    type Action = libc::sigaction;
+/// The program's SIGSEGV action, as it set it last: handler, flags, mask (signals 1 to 64).
+static PROGRAM: Latest<3, 8> = Latest::new();
 
-    fn current(&mut self) -> libc::sigaction {
-        // SAFETY: all-zero is a valid sigaction (SIG_DFL); sigaction(2) with a valid out
-        // pointer and no new action only reads.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old);
-            old
+/// glibc's own flag for the restorer it passes the kernel (x86_64): what the kernel hands back
+/// in an action read from it.
+const SA_RESTORER: i32 = 0x0400_0000;
+
+/// The program's flags that the kernel applies to whatever handler is installed: mirrored onto
+/// ours.
+const MIRRORED: i32 = libc::SA_ONSTACK | libc::SA_RESTART;
+
+/// A SIGSEGV action as kept: the program's handler, flags and blocked signals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Action {
+    handler: usize,
+    flags: i32,
+    mask: u64,
+}
+
+impl Action {
+    const DEFAULT: Action = Action {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        mask: 0,
+    };
+
+    fn words(self) -> [u64; 3] {
+        [self.handler as u64, self.flags as u32 as u64, self.mask]
+    }
+
+    fn from_words(w: [u64; 3]) -> Action {
+        Action {
+            handler: w[0] as usize,
+            flags: w[1] as u32 as i32,
+            mask: w[2],
         }
     }
 
-    fn replace(&mut self, new: &libc::sigaction) -> libc::sigaction {
-        // SAFETY: as above, with a valid new action.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGSEGV, new, &mut old);
-            old
+    fn of(sa: &libc::sigaction) -> Action {
+        Action {
+            handler: sa.sa_sigaction,
+            flags: sa.sa_flags,
+            mask: mask_bits(&sa.sa_mask),
         }
     }
 
-    fn same(a: &libc::sigaction, b: &libc::sigaction) -> bool {
-        a.sa_sigaction == b.sa_sigaction && a.sa_flags == b.sa_flags
+    /// As sigaction(2) hands an action back: with the restorer glibc gives every action it
+    /// installs, as read from the kernel's copy of ours (`kernel`).
+    fn to_sigaction(self, kernel: &libc::sigaction) -> libc::sigaction {
+        // SAFETY: all-zero is a valid sigaction.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = self.handler;
+        sa.sa_flags = self.flags | (kernel.sa_flags & SA_RESTORER);
+        sa.sa_restorer = kernel.sa_restorer;
+        set_mask_bits(&mut sa.sa_mask, self.mask);
+        sa
     }
+}
+
+/// Signals 1 to 64 of a sigset_t: glibc keeps signal n at bit n - 1 of its first word.
+fn mask_bits(set: &libc::sigset_t) -> u64 {
+    // SAFETY: a sigset_t is at least 8 bytes of plain data.
+    unsafe { (set as *const libc::sigset_t as *const u64).read_unaligned() }
+}
+
+fn set_mask_bits(set: &mut libc::sigset_t, bits: u64) {
+    // SAFETY: as in `mask_bits`; the rest of the set (signals above 64) stays empty.
+    unsafe { (set as *mut libc::sigset_t as *mut u64).write_unaligned(bits) }
+}
+
+fn bit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
+
+type SigactionFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+type SignalFn = unsafe extern "C" fn(libc::c_int, libc::sighandler_t) -> libc::sighandler_t;
+
+static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
+static REAL_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+
+/// libc's own function `name`, behind ours: found at load (where dlsym may run), or at first use
+/// by a program that calls it from another library's constructor first.
+fn real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    // Relaxed: a function's address, the same whichever thread finds it.
+    let f = slot.load(Ordering::Relaxed);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: dlsym with RTLD_NEXT and a valid C string: the next definition after ours.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    slot.store(f, Ordering::Relaxed);
+    f
+}
+
+extern "C" fn resolve_at_load() {
+    real(&REAL_SIGACTION, c"sigaction");
+    real(&REAL_SIGNAL, c"signal");
+}
+
+/// Run by the dynamic loader when the preload is loaded: libc is loaded before us.
+#[used]
+#[link_section = ".init_array"]
+static RESOLVE_AT_LOAD: extern "C" fn() = resolve_at_load;
+
+/// libc's sigaction(2). Async-signal-safe once resolved at load.
+fn sys_sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> libc::c_int {
+    let f = real(&REAL_SIGACTION, c"sigaction");
+    if f == 0 {
+        errno::set(libc::ENOSYS);
+        return -1;
+    }
+    // SAFETY: libc's sigaction, with the caller's pointers.
+    unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) }
+}
+
+/// The action the kernel has for SIGSEGV now.
+fn kernel_action() -> libc::sigaction {
+    // SAFETY: all-zero is a valid sigaction, which the call overwrites.
+    let mut k: libc::sigaction = unsafe { std::mem::zeroed() };
+    sys_sigaction(libc::SIGSEGV, std::ptr::null(), &mut k);
+    k
+}
+
+/// Our handler's action, with the program's flags the kernel applies.
+fn ours(program: Action) -> libc::sigaction {
+    // SAFETY: all-zero is a valid sigaction; the mask is left empty.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = on_segv as *const () as usize;
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | (program.flags & MIRRORED);
+    sa
+}
+
+fn program() -> Action {
+    PROGRAM.get().map_or(Action::DEFAULT, Action::from_words)
 }
 
 /// Installs the handler, with `claim` to say which faults are ours (once: later calls keep the
 /// first `claim`).
-pub fn install_handler(claim: fn(usize, usize) -> bool) {
+pub fn install_handler(claim: fn(usize, &Context) -> bool) {
     let _ = CLAIM.set(claim);
-    // backtrace(3) loads the unwinder on its first call: do it now, not inside the handler.
-    let mut warm = [std::ptr::null_mut(); 2];
-    // SAFETY: a writable array of the given size.
-    unsafe { libc::backtrace(warm.as_mut_ptr(), 2) };
-    // SAFETY: all-zero is a valid sigaction; sigemptyset on our own mask.
-    let ours = unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_segv as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut sa.sa_mask);
-        sa
+    // The program's action now; from the flag on, the program's calls set `PROGRAM` only. One
+    // made in between reached the kernel, and is what our install replaces: kept then.
+    let before = Action::of(&kernel_action());
+    PROGRAM.set(before.words());
+    INSTALLED.store(true, Ordering::SeqCst);
+    // SAFETY: all-zero is a valid sigaction, which the call overwrites.
+    let mut replaced: libc::sigaction = unsafe { std::mem::zeroed() };
+    sys_sigaction(libc::SIGSEGV, &ours(before), &mut replaced);
+    let replaced = Action::of(&replaced);
+    if replaced != before {
+        PROGRAM.set(replaced.words());
+    }
+}
+
+/// sigaction(2), interposed: SIGSEGV's action is the program's own to set and read once audit's
+/// handler is installed; every other signal, and SIGSEGV before, goes to libc.
+///
+/// # Safety
+/// As sigaction(2): `act` and `old` are NULL or valid.
+pub unsafe extern "C-unwind" fn sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+    _ret: usize,
+) -> libc::c_int {
+    if sig != libc::SIGSEGV || !INSTALLED.load(Ordering::Acquire) {
+        return sys_sigaction(sig, act, old);
+    }
+    let saved = errno::get();
+    let kernel = kernel_action();
+    let before = if act.is_null() {
+        program()
+    } else {
+        // SAFETY: a valid action (the caller's contract).
+        let new = Action::of(unsafe { &*act });
+        let before = PROGRAM
+            .set(new.words())
+            .map_or(Action::DEFAULT, Action::from_words);
+        mirror(new);
+        before
     };
-    // The previous action is saved and published before ours is installed (saved_action's doc).
-    PREVIOUS.install(&mut Segv, &ours);
+    if !old.is_null() {
+        // SAFETY: a valid out pointer (the caller's contract).
+        unsafe { *old = before.to_sigaction(&kernel) };
+    }
+    errno::set(saved);
+    0
+}
+
+/// signal(3), interposed, for SIGSEGV once audit's handler is installed: glibc's BSD semantics
+/// (the handler's own signal blocked while it runs, SA_RESTART), kept as the program's action.
+///
+/// # Safety
+/// As signal(3).
+pub unsafe extern "C-unwind" fn signal(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+    _ret: usize,
+) -> libc::sighandler_t {
+    if sig != libc::SIGSEGV || !INSTALLED.load(Ordering::Acquire) {
+        let f = real(&REAL_SIGNAL, c"signal");
+        if f == 0 {
+            errno::set(libc::ENOSYS);
+            return libc::SIG_ERR;
+        }
+        // SAFETY: libc's signal, with the caller's arguments.
+        return unsafe { std::mem::transmute::<usize, SignalFn>(f)(sig, handler) };
+    }
+    if handler == libc::SIG_ERR {
+        errno::set(libc::EINVAL);
+        return libc::SIG_ERR;
+    }
+    let new = Action {
+        handler,
+        flags: libc::SA_RESTART,
+        mask: bit(sig),
+    };
+    let before = PROGRAM
+        .set(new.words())
+        .map_or(Action::DEFAULT, Action::from_words);
+    let saved = errno::get();
+    mirror(new);
+    errno::set(saved);
+    before.handler
+}
+
+/// Gives ours the program's flags that the kernel applies (SA_ONSTACK, SA_RESTART), when they
+/// changed.
+fn mirror(program: Action) {
+    let k = kernel_action();
+    if k.sa_sigaction == on_segv as *const () as usize
+        && k.sa_flags & MIRRORED != program.flags & MIRRORED
+    {
+        sys_sigaction(libc::SIGSEGV, &ours(program), std::ptr::null_mut());
+    }
 }
 
 extern "C" fn on_segv(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // Async-signal-safe only from here on: atomics, mprotect, write.
+    // Async-signal-safe only from here on: atomics, mprotect, write, sigprocmask.
     let saved_errno = errno::get();
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if !CLAIM.get().is_some_and(|claim| claim(addr, code_addr(ctx))) {
+    let at = Context::of_signal(ctx);
+    if !CLAIM.get().is_some_and(|claim| claim(addr, &at)) {
         chain(sig, info, ctx);
     }
     errno::set(saved_errno);
 }
 
-#[cfg(target_arch = "x86_64")]
-fn code_addr(ctx: *mut libc::c_void) -> usize {
-    if ctx.is_null() {
-        return 0;
-    }
-    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext.
-    unsafe {
-        (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
-    }
-}
-
-#[cfg(target_arch = "aarch64")]
-fn code_addr(ctx: *mut libc::c_void) -> usize {
-    if ctx.is_null() {
-        return 0;
-    }
-    // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext; on
-    // aarch64 its mcontext holds the faulting instruction's address in `pc`.
-    unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.pc as usize }
-}
-
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn code_addr(_ctx: *mut libc::c_void) -> usize {
-    0
-}
-
-/// Hands a fault that is not ours to the handler installed before ours.
+/// A fault that is not ours, delivered as the kernel would have delivered it (module doc).
 fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // Saved before ours was installed; None cannot be, and would mean the default action.
-    let prev = PREVIOUS.get();
-    let handler = prev.map_or(libc::SIG_DFL, |p| p.sa_sigaction);
-    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
-        // Restore the default action; returning re-runs the faulting access, which now
-        // terminates the process as it would have without us.
-        // SAFETY: sigaction(2) with a valid pointer.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = libc::SIG_DFL;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
+    let p = program();
+    // SAFETY: as in `on_segv`.
+    let code = unsafe { (*info).si_code };
+    // A fault of the CPU's (SEGV_MAPERR, SEGV_ACCERR...) has a positive code; kill(2),
+    // sigqueue(3) and tgkill(2) give 0 or less.
+    let from_cpu = code > 0;
+    if p.handler == libc::SIG_DFL || p.handler == libc::SIG_IGN {
+        if p.handler == libc::SIG_IGN && !from_cpu {
+            return;
         }
+        // SAFETY: all-zero is SIG_DFL with no flags and an empty mask.
+        let dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+        sys_sigaction(libc::SIGSEGV, &dfl, std::ptr::null_mut());
+        if !from_cpu {
+            // Not blocked here (ours has SA_NODEFER): delivered, with the default action, as the
+            // kill(2) returns.
+            // SAFETY: a signal to this thread.
+            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), sig) };
+        }
+        // Returning runs the faulting access again, under the default action.
         return;
     }
-    if prev.is_some_and(|p| p.sa_flags & libc::SA_SIGINFO != 0) {
+    if p.flags & libc::SA_RESETHAND != 0 {
+        PROGRAM.set(
+            Action {
+                handler: libc::SIG_DFL,
+                ..p
+            }
+            .words(),
+        );
+    }
+    // The mask the kernel gives the program's handler: the interrupted one (what sigreturn puts
+    // back), its sa_mask, and the signal itself unless SA_NODEFER.
+    let interrupted = if ctx.is_null() {
+        0
+    } else {
+        // SAFETY: for SA_SIGINFO handlers the third argument is the interrupted ucontext.
+        mask_bits(unsafe { &(*(ctx as *const libc::ucontext_t)).uc_sigmask })
+    };
+    let mut blocked = interrupted | p.mask;
+    if p.flags & libc::SA_NODEFER == 0 {
+        blocked |= bit(sig);
+    }
+    // SAFETY: all-zero is an empty set; pthread_sigmask on this thread is async-signal-safe.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        set_mask_bits(&mut set, blocked);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    if p.flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the program registered this function as an SA_SIGINFO handler.
         let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
-            unsafe { std::mem::transmute(handler) };
+            unsafe { std::mem::transmute(p.handler) };
         f(sig, info, ctx);
     } else {
         // SAFETY: the program registered this function as a plain handler.
-        let f: extern "C" fn(i32) = unsafe { std::mem::transmute(handler) };
+        let f: extern "C" fn(i32) = unsafe { std::mem::transmute(p.handler) };
         f(sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_round_trips_through_its_words_and_sigaction() {
+        let a = Action {
+            handler: 0x1234_5678_9abc,
+            flags: libc::SA_SIGINFO | libc::SA_RESETHAND | libc::SA_NODEFER,
+            mask: bit(libc::SIGUSR1) | bit(64),
+        };
+        assert_eq!(Action::from_words(a.words()), a);
+        // SAFETY: all-zero is a valid sigaction.
+        let kernel: libc::sigaction = unsafe { std::mem::zeroed() };
+        let sa = a.to_sigaction(&kernel);
+        assert_eq!(Action::of(&sa), a);
+        // SAFETY: sigismember on a valid set.
+        unsafe {
+            assert_eq!(libc::sigismember(&sa.sa_mask, libc::SIGUSR1), 1);
+            assert_eq!(libc::sigismember(&sa.sa_mask, libc::SIGUSR2), 0);
+        }
     }
 }

@@ -16,6 +16,7 @@ use crate::audit::held::Held;
 use crate::audit::probes;
 use crate::audit::record::{reported, Holder, Record};
 use crate::audit::report::{self, ReportFile};
+use crate::audit::report_file;
 use crate::audit::{faults, pages};
 use crate::cm::objects::{self, Objects};
 use crate::sys::config::{Config, Mode, CONFIG};
@@ -73,6 +74,8 @@ pub struct State {
     /// (each is said on stderr and in the report as it happens).
     findings: Vec<(Finding, u64)>,
     report: ReportFile,
+    /// Lines for stderr (each finding as it happens), said once the lock is released.
+    say: String,
     touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
     copies: SafeCopies,
@@ -142,9 +145,12 @@ fn new_state(cfg: &Config) -> State {
         by_type: [0; TYPE_SLOTS],
         held: Held::new(),
         findings: Vec::new(),
-        report: cfg.report.as_deref().map_or(ReportFile::none(), |t| {
-            ReportFile::new(crate::sys::config::report_path(t))
-        }),
+        report: if cfg.report.is_some() {
+            ReportFile::new()
+        } else {
+            ReportFile::none()
+        },
+        say: String::new(),
         touched: false,
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
@@ -154,18 +160,62 @@ fn new_state(cfg: &Config) -> State {
     }
 }
 
-/// Runs `f` on the state, creating it on first use.
+/// Runs `f` on the state, creating it on first use; then, with the lock released, says what
+/// `f` had to say (stderr, the report).
 pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    let mut guard = STATE.lock();
-    if guard.is_none() {
-        *guard = Some(new_state(&CONFIG));
+    let (r, out) = {
+        let mut guard = STATE.lock();
+        let state = guard.get_or_insert_with(|| new_state(&CONFIG));
+        state.touched = true;
+        if faults::faults_pending() {
+            state.absorb_faults();
+        }
+        let r = f(state);
+        (r, state.take_out())
+    };
+    out.send();
+    r
+}
+
+/// What a call through the tracker had to say, taken under its lock and said after.
+#[must_use]
+pub struct Out {
+    say: String,
+    report: Option<(report_file::Turn, Vec<u8>)>,
+}
+
+impl Out {
+    pub fn send(self) {
+        if !self.say.is_empty() {
+            crate::sys::cancel::write_stderr(format_args!("{}", self.say));
+        }
+        if let Some((turn, lines)) = self.report {
+            report_file::write(turn, &lines);
+        }
     }
-    let state = guard.as_mut().expect("just created");
-    state.touched = true;
-    if faults::faults_pending() {
-        state.absorb_faults();
+}
+
+/// At exit: the tracker's last findings and its summary, with `extra` (the completion and async
+/// events' lines) after its counts, said on stderr. The caller made sure this thread is not
+/// inside the lock already (lifecycle.rs).
+pub fn finish(extra: Option<String>) {
+    let (summary, out) = {
+        let mut guard = STATE.lock();
+        match guard.as_mut() {
+            Some(s) => (s.finish(extra), Some(s.take_out())),
+            None => (None, None),
+        }
+    };
+    if let Some(out) = out {
+        out.send();
     }
-    f(state)
+    if let Some(mut s) = summary {
+        // After the last lines went to the report: what it lost is known now.
+        if let Some(line) = report_file::summary_line() {
+            s.push_str(&line);
+        }
+        crate::sys::cancel::write_stderr(format_args!("{s}"));
+    }
 }
 
 /// A call that waits for acks (destroy, migrate), as it began: what the hang watcher names when
@@ -184,8 +234,20 @@ pub struct Wait {
 pub use cmsafe_core::clock::monotonic_ns as now_ns;
 
 impl State {
+    /// What this call made to say: stderr's lines, and the report's unless another thread is
+    /// opening the file (they wait here for the next call).
+    fn take_out(&mut self) -> Out {
+        let say = std::mem::take(&mut self.say);
+        let report = self
+            .report
+            .has_lines()
+            .then(report_file::turn)
+            .and_then(|turn| (turn != report_file::Turn::Keep).then(|| (turn, self.report.take())));
+        Out { say, report }
+    }
+
     fn add(&mut self, f: Finding) {
-        report::say(&f);
+        report::say(&mut self.say, &f);
         if probes::on() {
             probes::finding(&f);
         }
@@ -230,11 +292,20 @@ impl State {
                 event_type: event_type_name(fault.event_type),
                 id: fault.id,
                 thread: fault.thread,
-                place: whereis::describe_fault(fault.code_addr, &fault.stack),
-                message: format!(
-                    "read of the event's memory at {:#x} after its rdma_ack_cm_event",
-                    fault.data_addr
-                ),
+                place: whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
+                message: match faults::syscall_name(fault.syscall) {
+                    _ if fault.syscall < 0 => format!(
+                        "read of the event's memory at {:#x} after its rdma_ack_cm_event",
+                        fault.data_addr
+                    ),
+                    name => format!(
+                        "the kernel read the event's memory at {:#x} after its \
+                         rdma_ack_cm_event, for the system call {}: without the preload it \
+                         reads freed memory",
+                        fault.data_addr,
+                        name.map_or_else(|| format!("#{}", fault.syscall), str::to_string)
+                    ),
+                },
             };
             if probes::on() {
                 probes::finding(&f);
@@ -952,11 +1023,9 @@ impl State {
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
         self.faults_lost = 0;
-        let report = CONFIG.report.as_deref().map_or(ReportFile::none(), |t| {
-            ReportFile::new(crate::sys::config::report_path(t))
-        });
-        // Dropping the parent's report closes its descriptor: close(2) is a cancellation point.
-        crate::sys::cancel::uncancellable(|| self.report = report);
+        // The parent's lines are the parent's to write (the file is closed: report_file).
+        self.report.take();
+        self.say.clear();
     }
 }
 

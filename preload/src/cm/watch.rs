@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::cm::track::{now_ns, with_state, Op, Wait};
 use crate::sys::config::CONFIG;
 use crate::sys::whereis::{self, Caller};
-use cmsafe_core::fork_lock::ForkSafeMutex;
+use cmsafe_core::fork_lock::{ForkSafeGuard, ForkSafeMutex};
 
 /// A watched call in progress.
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +57,7 @@ pub static WATCH: ForkSafeMutex<Watch> = ForkSafeMutex::new(Watch {
     begun: false,
 });
 
-fn watch() -> std::sync::MutexGuard<'static, Watch> {
+fn watch() -> ForkSafeGuard<'static, Watch> {
     WATCH.lock()
 }
 
@@ -97,8 +97,7 @@ pub fn end(token: u64) {
 }
 
 /// In a child after fork(2): only the forking thread exists there.
-pub fn after_fork_in_child() {
-    let mut w = watch();
+pub fn reset_in_child(w: &mut Watch) {
     w.calls.clear();
     w.started = false;
     w.watcher = None;

@@ -1,7 +1,7 @@
 //! Settings, read once from the environment. Under setuid/setgid, secure_getenv(3) hides them
 //! and the defaults apply.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
 use once_cell::sync::Lazy;
 
@@ -93,12 +93,6 @@ fn number(name: &CStr, min: u64, default: u64) -> u64 {
             default
         }
     }
-}
-
-/// The report path for this process: `%p` becomes the pid.
-pub fn report_path(template: &str) -> CString {
-    let path = template.replace("%p", &std::process::id().to_string());
-    CString::new(path).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod cancel;
 pub mod config;
+pub mod printable;
 pub mod quiet;
 pub mod real;
 pub mod whereis;

@@ -2,6 +2,8 @@
 
 use std::ffi::CStr;
 
+use crate::sys::printable::printable;
+
 /// An address in the program, and whether it lies in librdmacm itself (synchronous ids and
 /// rsockets make librdmacm get and ack events on its own behalf).
 #[derive(Clone, Copy, Debug, Default)]
@@ -170,11 +172,14 @@ pub fn describe(addr: usize) -> String {
             .into_owned();
         full.rsplit('/').next().unwrap_or("?").to_string()
     };
+    // The main program's name is its argv[0] as the loader keeps it: anything its starter chose.
+    let object = printable(&object);
     if !info.dli_sname.is_null() {
         // SAFETY: non-NULL, NUL-terminated.
         let sym = unsafe { CStr::from_ptr(info.dli_sname) }.to_string_lossy();
         format!(
-            "{sym}+{:#x} ({object}, {addr:#x})",
+            "{}+{:#x} ({object}, {addr:#x})",
+            printable(&sym),
             addr - info.dli_saddr as usize
         )
     } else {
@@ -204,8 +209,10 @@ pub fn forget_thread_id() {
 }
 
 /// Where a fault happened: the faulting instruction, and when that is in a system library
-/// (memcpy, strlen, printf...), the first frame of the program's own code under it.
-pub fn describe_fault(code: usize, stack: &[usize]) -> String {
+/// (memcpy, strlen, printf, a system call's wrapper...), the first frame of the program's own
+/// code under it: the link register, else the first word on the stack that is a return address
+/// into the program's code (an address in an executable segment, just after a call).
+pub fn describe_fault(code: usize, link: usize, stack: &[usize]) -> String {
     let own = object_base(caller as *const () as usize).map(|(b, _)| b);
     let is_system = |addr: usize| match object_base(addr) {
         Some((base, _)) if Some(base) == own => true,
@@ -221,15 +228,64 @@ pub fn describe_fault(code: usize, stack: &[usize]) -> String {
     if !is_system(code) {
         return at;
     }
-    // The signal frame, then the faulting function's callers; a return address points just
-    // after its call instruction.
-    match stack
-        .iter()
-        .copied()
+    match std::iter::once(link)
+        .chain(stack.iter().copied())
         .filter(|&a| a != 0 && a != code)
-        .find(|&a| !is_system(a))
+        .find(|&a| in_code(a) && after_call(a) && !is_system(a))
     {
         Some(frame) => format!("{} (in {at})", describe(frame - 1)),
         None => at,
+    }
+}
+
+/// Whether `addr` lies in an executable segment of a loaded object.
+fn in_code(addr: usize) -> bool {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info and our own `data`.
+        let (info, addr) = unsafe { (&*info, *(data as *const usize)) };
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            if ph.p_type == libc::PT_LOAD
+                && ph.p_flags & libc::PF_X != 0
+                && addr >= start
+                && addr < start + ph.p_memsz as usize
+            {
+                return 1;
+            }
+        }
+        0
+    }
+    let mut a = addr;
+    // SAFETY: a valid callback and data pointer for the duration of the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut a as *mut usize as *mut libc::c_void) != 0 }
+}
+
+/// Whether the instruction just before `ret` (in code: `in_code`) is a call, so that `ret` is a
+/// return address and not a stale word that happens to point into code.
+fn after_call(ret: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // call rel32 (e8 + 4 bytes), or call r/m64 (ff /2, 2 to 7 bytes long).
+        // SAFETY: `ret` lies in an executable, mapped segment, and so do the 7 bytes before it
+        // unless it is within 7 bytes of the segment's start, which no return address is.
+        let b: [u8; 8] = unsafe { ((ret - 8) as *const [u8; 8]).read_unaligned() };
+        b[3] == 0xe8 || (2..=7).any(|n| b[8 - n] == 0xff && (b[9 - n] >> 3) & 7 == 2)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: as above, one instruction before `ret`.
+        let w = unsafe { ((ret - 4) as *const u32).read_unaligned() };
+        w & 0xfc00_0000 == 0x9400_0000 || w & 0xffff_fc1f == 0xd63f_0000
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = ret;
+        true
     }
 }

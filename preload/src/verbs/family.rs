@@ -38,9 +38,10 @@ impl<T: Default + AtExit + 'static> Family<T> {
         f(guard.get_or_insert_with(T::default))
     }
 
-    /// In a child after fork(2): the parent's events are not the child's to ack.
-    pub fn after_fork_in_child(&self) {
-        *self.inner.lock() = None;
+    /// For the child's pthread_atfork handler, instead of `unlock_after_fork`: the parent's
+    /// events are not the child's to ack.
+    pub fn after_fork_in_child(&'static self) {
+        self.inner.after_fork_in_child(|t| *t = None);
     }
 
     /// For the pthread_atfork handlers (lifecycle.rs).
@@ -52,12 +53,19 @@ impl<T: Default + AtExit + 'static> Family<T> {
         self.inner.unlock_after_fork();
     }
 
+    /// Whether the calling thread is inside this lock (a signal handler that interrupted it).
+    pub fn held_here(&self) -> bool {
+        self.inner.held_here()
+    }
+
     /// At exit: each never-acked finding said through the CM tracker (after this lock is
     /// dropped: the two are never held together), and the summary's line on these events (None
     /// when none went through).
     pub fn at_exit(&self) -> Option<String> {
         let (findings, line) = {
-            let guard = self.inner.lock();
+            // None when exit(3) was called by a signal handler that interrupted this very
+            // thread inside the lock: the counts are mid-update, and waiting would be forever.
+            let guard = self.inner.lock_unless_held_here()?;
             let table = guard.as_ref()?;
             let line = table.tally().line(T::EVENTS)?;
             (table.never_acked_findings(), line)
@@ -103,6 +111,7 @@ mod tests {
             EVENTS.at_exit().as_deref(),
             Some("==cmsafe==   test events: 3 got, 2 acked\n")
         );
+        EVENTS.lock_for_fork();
         EVENTS.after_fork_in_child();
         assert_eq!(EVENTS.at_exit(), None);
         assert_eq!(EVENTS.with(|e| e.tally.got), 0);

@@ -1,0 +1,52 @@
+//! Text that came from outside (a program's name as the loader gives it, an object's or a
+//! symbol's name), made safe to put on a line of ours: a newline or an escape sequence in it
+//! would otherwise end our line, forge one of ours (`==cmsafe== summary`, which harnesses and
+//! people read), or drive the terminal.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// `s` with every control character (C0, DEL, C1) and the backslash written as escapes:
+/// `\n`, `\t`, `\x1b`, `\u{85}`, `\\`. Printable text, spaces included, is kept as it is.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| !c.is_control() && c != '\\';
+    if s.chars().all(plain) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if plain(c) => out.push(c),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(printable("./server -a 1.2.3.4"), "./server -a 1.2.3.4");
+        assert_eq!(printable("café ünïcode"), "café ünïcode");
+        assert_eq!(
+            printable("srv\n==cmsafe== summary: pid 1, mode audit, 0 events, 0 findings"),
+            "srv\\n==cmsafe== summary: pid 1, mode audit, 0 events, 0 findings"
+        );
+        assert_eq!(printable("a\x1b[2Jb\tc\rd"), "a\\x1b[2Jb\\tc\\rd");
+        assert_eq!(printable("\u{7f}\u{85}\u{9b}"), "\\x7f\\u{85}\\u{9b}");
+        // The escape's own character is escaped, so an escape seen was made here.
+        assert_eq!(printable("a\\nb"), "a\\\\nb");
+    }
+}
