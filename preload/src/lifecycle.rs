@@ -86,6 +86,7 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     crate::sys::whereis::forget_thread_id();
     crate::audit::report_file::after_fork_in_child();
+    crate::audit::pages::after_fork_in_child();
     crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();

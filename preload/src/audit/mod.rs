@@ -11,3 +11,4 @@ pub mod record;
 pub mod report;
 pub mod report_file;
 pub mod segv;
+pub mod uffd;

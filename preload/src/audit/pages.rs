@@ -1,13 +1,19 @@
 //! Audit mode's copies on guarded pages. Each event handed to the program lives on a page of
-//! its own, with its private data; at the program's ack the page becomes inaccessible, so a later
-//! read faults. The SIGSEGV handler recognizes our pages, records a use-after-ack, makes the page
-//! readable again and lets the program go on (it reads the right bytes: the copy is intact).
-//! Faults elsewhere go to the handler that was installed before ours.
+//! its own, with its private data; at the program's ack the page is closed, so a later read is
+//! caught: the reader is named (a use-after-ack) and the page filled again with the copy, so the
+//! program goes on reading the right bytes. Two ways to close a page (`Guard`):
+//! - userfaultfd (uffd.rs), where the kernel allows it: the page is emptied and its bytes kept
+//!   aside; a read by the program's code or by the kernel for a system call waits for the
+//!   preload's fault thread, which names it and fills the page. The read returns what it would
+//!   without the preload.
+//! - otherwise mprotect(PROT_NONE), and the SIGSEGV handler (segv.rs) names the reader and opens
+//!   the page; a system call that reads the page fails with EFAULT (said once at start). Faults
+//!   elsewhere reach the program's own action.
 //!
 //! Acked pages wait in quarantine (FIFO, managed by the tracker) before reuse: a read of a page
 //! that was reused for a newer event cannot be told from a legitimate one.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use cmsafe_core::cm::rdma_cm_event;
 use cmsafe_core::event::{param_kind, ParamKind};
@@ -15,6 +21,7 @@ use cmsafe_sync::page_state::{self, Occupant, PageState};
 
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
+use crate::audit::uffd::{self, Answer};
 use crate::audit::{faults, segv};
 
 /// Pages reserved, of the system's size (`page`): 256 MiB of address space with 4K pages, 4 GiB
@@ -37,6 +44,22 @@ static BASE: AtomicUsize = AtomicUsize::new(0);
 /// atomics only, no lock (cmsafe_sync::page_state says who changes what, and the protection a
 /// page has in each state).
 static STATES: [PageState; PAGES] = [const { PageState::new() }; PAGES];
+
+/// How pages are closed: not yet chosen, by userfaultfd, by mprotect and SIGSEGV, or (in a
+/// forked child, whose pages the parent's userfaultfd no longer covers) to be chosen again.
+static GUARD: AtomicU8 = AtomicU8::new(UNCHOSEN);
+const UNCHOSEN: u8 = 0;
+const BY_FAULT_THREAD: u8 = 1;
+const BY_SIGNAL: u8 = 2;
+const CHOOSE_AGAIN: u8 = 3;
+
+/// What each page's copy is kept as while it is emptied (userfaultfd): the event and its private
+/// data, which end before `KEPT` bytes; the rest of a page is zero.
+const KEPT: usize = 512;
+/// The kept bytes, `KEPT` per page, in a reservation of their own (committed as pages are used).
+static SHADOW: AtomicUsize = AtomicUsize::new(0);
+/// Zeros, `OPEN_RUN` pages of them, never written: what a run of free pages is filled with.
+static ZEROS: AtomicUsize = AtomicUsize::new(0);
 
 /// Pages are taken in ring order, so they leave quarantine in the order they are wanted again,
 /// and the free pages ahead of the cursor are made writable in runs: one mprotect for up to
@@ -87,7 +110,7 @@ impl Ring {
                 if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
                     return Lap::Failed;
                 }
-                populate(p, n);
+                fill_run(p, n);
                 self.opened_end = p + n;
             }
             self.advance();
@@ -108,6 +131,7 @@ impl Ring {
 /// The next free page, writable, taken (LIVE) for the event `occupant`; None when every page is
 /// live or in quarantine.
 fn take_page(occupant: Occupant) -> Option<usize> {
+    guard();
     let mut r = RING_PAGES.lock();
     loop {
         match r.lap() {
@@ -163,7 +187,9 @@ fn map_base() -> Option<usize> {
     // Acquire on failure: the winner's mapping, as above.
     match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
-            segv::install_handler(claim_fault);
+            if let Some(line) = choose_guard(p as usize, size) {
+                crate::sys::cancel::say_err!("{line}");
+            }
             Some(p as usize)
         }
         Err(other) => {
@@ -173,6 +199,189 @@ fn map_base() -> Option<usize> {
             Some(other)
         }
     }
+}
+
+/// How pages are closed, chosen when the reservation is made (module doc): userfaultfd where
+/// the kernel gives it, else mprotect and the SIGSEGV handler. Returns what to say (once, with
+/// no lock held) when a system call's read of an acked page would fail (EFAULT) where without
+/// the preload it works.
+fn choose_guard(base: usize, size: usize) -> Option<String> {
+    if crate::sys::config::CONFIG.guard == crate::sys::config::Guard::Mprotect {
+        GUARD.store(BY_SIGNAL, Ordering::Release);
+        segv::install_handler(claim_fault);
+        return None;
+    }
+    let opened = shadow()
+        .and(zeros())
+        .ok_or(libc::ENOMEM)
+        .and_then(|_| uffd::open(base, size).map_err(|r| r.errno));
+    let errno = match opened {
+        Ok(reach) if uffd::start(answer_fault) => {
+            GUARD.store(BY_FAULT_THREAD, Ordering::Release);
+            return (reach == uffd::Reach::UserOnly).then(|| {
+                "==cmsafe== userfaultfd serves this process's own code only (not root, and \
+                 vm.unprivileged_userfaultfd=0): a system call that reads an acked event's \
+                 memory fails with EFAULT under audit, where without the preload it reads freed \
+                 memory, and is not named"
+                    .to_string()
+            });
+        }
+        // The thread could not be started.
+        Ok(_) => {
+            uffd::after_fork_in_child();
+            libc::EAGAIN
+        }
+        Err(errno) => errno,
+    };
+    GUARD.store(BY_SIGNAL, Ordering::Release);
+    segv::install_handler(claim_fault);
+    Some(format!(
+        "==cmsafe== userfaultfd refused ({}): audit closes acked events' pages with mprotect and \
+         handles SIGSEGV; a system call that reads an acked event's memory fails with EFAULT \
+         under audit, where without the preload it reads freed memory, and is not named",
+        std::io::Error::from_raw_os_error(errno)
+    ))
+}
+
+/// How pages are closed, chosen again in a forked child at its first event.
+fn guard() -> u8 {
+    let g = GUARD.load(Ordering::Acquire);
+    if g != CHOOSE_AGAIN {
+        return g;
+    }
+    choose_again()
+}
+
+#[cold]
+#[inline(never)]
+fn choose_again() -> u8 {
+    let said = {
+        // Two threads of a new child at their first event at once: one chooses.
+        let _ring = RING_PAGES.lock();
+        match (GUARD.load(Ordering::Acquire), base()) {
+            (CHOOSE_AGAIN, Some(b)) => choose_guard(b, PAGES * page()),
+            _ => None,
+        }
+    };
+    if let Some(line) = said {
+        crate::sys::cancel::say_err!("{line}");
+    }
+    GUARD.load(Ordering::Acquire)
+}
+
+/// A reservation of `KEPT` bytes per page, or of `OPEN_RUN` pages of zeros, made once.
+fn reserve(slot: &AtomicUsize, len: usize, prot: i32) -> Option<usize> {
+    let at = slot.load(Ordering::Acquire);
+    if at != 0 {
+        return Some(at);
+    }
+    // SAFETY: an anonymous reservation.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // Only the thread that won the reservation's race comes here (`map_base`).
+    slot.store(p as usize, Ordering::Release);
+    Some(p as usize)
+}
+
+fn shadow() -> Option<usize> {
+    reserve(&SHADOW, PAGES * KEPT, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+fn zeros() -> Option<usize> {
+    reserve(&ZEROS, OPEN_RUN * page(), libc::PROT_READ)
+}
+
+/// Makes the `n` free pages from `page`, just made accessible, writable in the page tables: with
+/// userfaultfd they are empty and must be filled (a write would wait for the fault thread); with
+/// mprotect, `populate`.
+fn fill_run(page: usize, n: usize) {
+    if GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD {
+        if let (Some(b), Some(z)) = (base(), zeros()) {
+            let size = self::page();
+            uffd::fill(b + page * size, z as *const u8, n * size);
+        }
+    } else {
+        populate(page, n);
+    }
+}
+
+/// Empties `page` (userfaultfd): its copy kept aside first, for the fault thread.
+fn empty(page: usize, keep: bool) {
+    let (Some(b), Some(sh)) = (base(), shadow()) else {
+        return;
+    };
+    let at = b + page * self::page();
+    if keep {
+        // SAFETY: the page is ours and accessible (just sealed, not yet emptied); the kept
+        // bytes are its slot of the shadow reservation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(at as *const u8, (sh + page * KEPT) as *mut u8, KEPT)
+        };
+    }
+    // SAFETY: a page of our reservation; its contents are dropped, as wanted.
+    unsafe { libc::madvise(at as *mut libc::c_void, self::page(), libc::MADV_DONTNEED) };
+}
+
+/// The fault thread's question (uffd.rs): how to answer a fault at `addr` by thread `tid`, and
+/// the finding it makes, said once the fault is answered. As `claim_fault`, but the page is
+/// filled rather than opened.
+fn answer_fault(addr: usize, tid: i32) -> (Answer, Option<faults::Fault>) {
+    let b = BASE.load(Ordering::Acquire);
+    let size = page();
+    if b == 0 || addr < b || addr >= b + PAGES * size {
+        return (Answer::Zero, None);
+    }
+    let page = (addr - b) / size;
+    let kept = SHADOW.load(Ordering::Acquire) + page * KEPT;
+    match STATES[page].fault() {
+        page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
+            // Read while the thread waits: its system call and registers, its stack.
+            let (syscall, sp, code) = uffd::blocked_thread(tid);
+            let at = faults::Context { code, sp, link: 0 };
+            let f = faults::fault(o, addr, &at, tid, syscall);
+            (Answer::Fill(kept as *const u8, KEPT), Some(f))
+        }
+        page_state::Fault::AlreadyOpen | page_state::Fault::Live => (Answer::Wake, None),
+        page_state::Fault::NeverUsed => (Answer::Zero, None),
+    }
+}
+
+/// In a child after fork(2): the parent's userfaultfd covers none of the child's pages, which
+/// read as zeros where they were emptied: each acked copy is written back (the child does not
+/// judge what its parent acked), and the child chooses its own way at its first event.
+/// Async-signal-safe: atomics, close(2) and copies.
+pub fn after_fork_in_child() {
+    if GUARD.load(Ordering::Acquire) != BY_FAULT_THREAD {
+        return;
+    }
+    uffd::after_fork_in_child();
+    let (b, sh) = (BASE.load(Ordering::Acquire), SHADOW.load(Ordering::Acquire));
+    let size = page();
+    for (p, state) in STATES.iter().enumerate() {
+        if state.phase().0 == page_state::Phase::Acked {
+            // SAFETY: an acked page of our reservation, accessible and no longer registered
+            // (the write fills it with a fresh page), and its kept bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (sh + p * KEPT) as *const u8,
+                    (b + p * size) as *mut u8,
+                    KEPT,
+                )
+            };
+        }
+    }
+    GUARD.store(CHOOSE_AGAIN, Ordering::Release);
 }
 
 /// Sets the protection of `n` pages from `page` on.
@@ -269,9 +478,14 @@ pub fn is_page_copy(ptr: usize) -> bool {
 
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
+    let by = guard();
     // Closed only when it was LIVE: a page in any other state is not this event's any more.
     if STATES[page as usize].seal() {
-        protect(page as usize, 1, libc::PROT_NONE);
+        if by == BY_FAULT_THREAD {
+            empty(page as usize, true);
+        } else {
+            protect(page as usize, 1, libc::PROT_NONE);
+        }
     }
 }
 
@@ -280,7 +494,11 @@ pub fn recycle(page: u32) {
     // Sealed at its ack; a page the fault handler opened again is closed before it is freed,
     // so that no new event can take it in between and have it closed under its copy.
     STATES[page as usize].recycle(|| {
-        protect(page as usize, 1, libc::PROT_NONE);
+        if GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD {
+            empty(page as usize, false);
+        } else {
+            protect(page as usize, 1, libc::PROT_NONE);
+        }
     });
 }
 
@@ -391,6 +609,7 @@ mod tests {
     #[test]
     fn a_read_after_the_seal_is_recorded_with_the_code_that_read() {
         let _one = FAULTING.lock().unwrap_or_else(|e| e.into_inner());
+        guard_under_test();
         let p = hold();
         let at = base().expect("the reservation") + p * page();
         // SAFETY: the page is ours, live and writable.
@@ -442,7 +661,8 @@ mod tests {
         let (at, next) = (b + p * size, b + (p + 1) * size);
         // SAFETY: both pages are ours, live and writable.
         unsafe {
-            ((at + size - 1) as *mut u8).write_volatile(0x5a);
+            ((at + KEPT - 1) as *mut u8).write_volatile(0x5a);
+            ((at + size - 1) as *mut u8).write_volatile(0xa5);
             (next as *mut u8).write_volatile(1);
         }
         seal(p as u32);
@@ -451,10 +671,15 @@ mod tests {
             (next as *mut u8).write_volatile(2);
             ((next + size - 1) as *mut u8).write_volatile(3);
         }
-        // SAFETY: a read of the sealed page's last byte: the handler records it, opens the
-        // page and the read is retried, finding the byte written before the seal.
-        let v = unsafe { ((at + size - 1) as *const u8).read_volatile() };
-        assert_eq!(v, 0x5a);
+        // SAFETY: a read of the sealed page's last byte: the handler records it, opens (or
+        // fills) the page and the read is retried. What a copy holds is back; past it, a filled
+        // page is zero (nothing of a copy lies there), an opened one as it was.
+        let last = unsafe { ((at + size - 1) as *const u8).read_volatile() };
+        // SAFETY: as above, now without a fault.
+        let kept = unsafe { ((at + KEPT - 1) as *const u8).read_volatile() };
+        assert_eq!(kept, 0x5a);
+        let filled = guard_under_test() == BY_FAULT_THREAD;
+        assert_eq!(last, if filled { 0 } else { 0xa5 });
         let (faults, lost) = faults::drain_faults();
         assert_eq!(lost, 0);
         let ours: Vec<usize> = faults
@@ -468,6 +693,79 @@ mod tests {
             "one fault, at the sealed page's last byte"
         );
         held.into_iter().for_each(release);
+    }
+
+    /// A system call that reads a sealed copy (the private data written to a pipe after the
+    /// ack) returns what it returns without the preload, and the finding names the call; with
+    /// mprotect the kernel's read fails (EFAULT), as said at start.
+    #[test]
+    fn a_system_calls_read_of_a_sealed_page_gets_the_copy() {
+        let _one = FAULTING.lock().unwrap_or_else(|e| e.into_inner());
+        let g = guard_under_test();
+        let p = hold();
+        let at = base().expect("the reservation") + p * page() + PDATA_OFFSET;
+        // SAFETY: the page is ours, live and writable.
+        unsafe { std::ptr::copy_nonoverlapping(b"token:42".as_ptr(), at as *mut u8, 8) };
+        seal(p as u32);
+        let mut fds = [0; 2];
+        // SAFETY: a valid array for pipe(2); a write from our sealed page (the kernel reads it),
+        // a read into our own buffer.
+        let (wrote, errno, got) = unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            let wrote = libc::write(fds[1], at as *const libc::c_void, 8);
+            let errno = cmsafe_core::errno::get();
+            let mut got = [0u8; 8];
+            if wrote == 8 {
+                libc::read(fds[0], got.as_mut_ptr().cast(), 8);
+            }
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+            (wrote, errno, got)
+        };
+        let (faults, _) = faults::drain_faults();
+        let ours: Vec<_> = faults.iter().filter(|f| f.data_addr == at).collect();
+        if g == BY_FAULT_THREAD {
+            assert_eq!(wrote, 8, "errno {errno}");
+            assert_eq!(&got, b"token:42");
+            assert_eq!(ours.len(), 1, "{faults:?}");
+            assert_eq!(ours[0].syscall, libc::SYS_write);
+        } else {
+            assert_eq!((wrote, errno), (-1, libc::EFAULT));
+            assert!(ours.is_empty(), "no handler sees the kernel's read");
+        }
+        release(p);
+    }
+
+    /// The guard the tests ran with: the fault thread where the kernel gives userfaultfd (these
+    /// tests run as root), mprotect and SIGSEGV when CMSAFE_GUARD says so (the test below).
+    fn guard_under_test() -> u8 {
+        base().expect("the reservation");
+        let g = GUARD.load(Ordering::Acquire);
+        if std::env::var("CMSAFE_GUARD").as_deref() == Ok("mprotect") {
+            assert_eq!(g, BY_SIGNAL, "CMSAFE_GUARD=mprotect");
+        }
+        g
+    }
+
+    /// The tests that read sealed pages, again in a process of their own with CMSAFE_GUARD=
+    /// mprotect: the SIGSEGV handler catches what the fault thread does.
+    #[test]
+    fn the_mprotect_guard_catches_the_same_reads() {
+        if std::env::var_os("CMSAFE_GUARD").is_some() {
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["audit::pages::tests::a_", "--test-threads=1"])
+            .env("CMSAFE_GUARD", "mprotect")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("test result: ok. 3 passed"), "{stdout}");
     }
 
     #[test]

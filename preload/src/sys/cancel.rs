@@ -182,6 +182,12 @@ mod tests {
         ("audit/report_file.rs", "libc::open(", 1),
         ("audit/report_file.rs", "libc::write(", 1),
         ("audit/report_file.rs", "libc::close(", 2),
+        // userfaultfd: its descriptor closed inside uncancellable (a refused API, a fork's
+        // child); the fault thread's reads of faults and of /proc (its own thread: never
+        // cancelled).
+        ("audit/uffd.rs", "libc::close(", 3),
+        ("audit/uffd.rs", "libc::open(", 1),
+        ("audit/uffd.rs", "libc::read(", 2),
         // Inside uncancellable: the fault handler's line (a signal handler on the program's
         // thread, where no lock of ours is held).
         ("audit/faults.rs", "libc::write(", 1),

@@ -15,8 +15,19 @@ pub enum Mode {
     Off,
 }
 
+/// How audit closes an acked copy's page (audit/pages.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// userfaultfd where the kernel gives it, else mprotect and SIGSEGV.
+    Userfaultfd,
+    /// mprotect and SIGSEGV, never a thread of the preload's for faults.
+    Mprotect,
+}
+
 pub struct Config {
     pub mode: Mode,
+    /// CMSAFE_GUARD.
+    pub guard: Guard,
     /// CMSAFE_REPORT, `%p` not yet replaced.
     pub report: Option<String>,
     pub late_ack_ns: u64,
@@ -56,6 +67,16 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
             Mode::Audit
         }
     };
+    let guard = match var(c"CMSAFE_GUARD").as_deref().map(str::trim) {
+        Some("mprotect") => Guard::Mprotect,
+        Some("userfaultfd") | Some("") | None => Guard::Userfaultfd,
+        Some(other) => {
+            crate::sys::cancel::say_err!(
+                "==cmsafe== CMSAFE_GUARD={other:?} is not userfaultfd or mprotect: using userfaultfd"
+            );
+            Guard::Userfaultfd
+        }
+    };
     let late_ms = number(c"CMSAFE_LATE_ACK_MS", 0, 1000);
     let hang_ms = number(c"CMSAFE_HANG_MS", 0, 5000);
     let rejected_ids = number(c"CMSAFE_REJECTED_IDS", 1, 64) as usize;
@@ -64,6 +85,7 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     }
     Config {
         mode,
+        guard,
         report: var(c"CMSAFE_REPORT").filter(|s| !s.is_empty()),
         late_ack_ns: late_ms.saturating_mul(1_000_000),
         hang_ns: hang_ms.saturating_mul(1_000_000),
