@@ -76,6 +76,8 @@ class Secure(HostTest):
         env = {k: os.path.join(out, v) if v.endswith(".json") else v for k, v in settings.items()}
         exe = os.path.join(self.dir, prog + ("-setuid" if setuid else ""))
         r = run([exe, "1" if setuid else "0"], "raw", env)
+        # No LD_PRELOAD: the preload, if any, is linked in.
+        r.mode = "setuid to nobody" if setuid else "not setuid"
         self.assertStatus(r, 0)
         self.assertTrue(r.out_lines and r.out_lines[0].startswith(
             "AT_SECURE %d, uid 0, euid %d" % (setuid, pwd.getpwnam("nobody").pw_uid if setuid
