@@ -41,8 +41,9 @@ class Secure(HostTest):
         except KeyError:
             raise unittest.SkipTest("no user nobody to make the programs setuid to")
         cls.dir = tempfile.mkdtemp(prefix="cmsafe-secure-")
+        # Run even when what follows fails (tearDownClass would not be).
+        cls.addClassCleanup(shutil.rmtree, cls.dir, True)
         if os.statvfs(cls.dir).f_flag & os.ST_NOSUID:
-            shutil.rmtree(cls.dir)
             raise unittest.SkipTest("%s is on a nosuid filesystem" % cls.dir)
         os.chmod(cls.dir, 0o755)
         soname = subprocess.run([os.path.join(ROOT, "scripts", "soname")], check=True,
@@ -61,11 +62,6 @@ class Secure(HostTest):
             shutil.copy(exe, setuid)
             os.chown(setuid, nobody.pw_uid, nobody.pw_gid)
             os.chmod(setuid, 0o4755)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        if cls.dir:
-            shutil.rmtree(cls.dir, True)
 
     def secure_run(self, prog: str, setuid: bool, settings: dict[str, str]) -> tuple[Run, str]:
         """PROG (setuid to nobody, or not) with SETTINGS, each a file name made a path in a
