@@ -82,7 +82,7 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs: under two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check host-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness, host tests
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -137,6 +137,44 @@ timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committe
 .PHONY: harness-check
 harness-check: build-deps ## test: the guest harnesses' checks on recorded logs, on the host
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/harness -t tests/harness
+
+# The preload's host tests (docs/testing.md, "Host tests of the preload"): programs run raw and
+# under the preload in audit and safe mode on a stand-in librdmacm (tests/host/standin: built as
+# librdmacm.so.1, librdmacm's calls at RDMACM_1.0, events queued by the program itself), for the
+# paths a real stack cannot produce on demand: signals, exit, fork, the report file, setuid.
+# Python's standard library runs them, each with a deadline: a few seconds, no guest.
+HOST_TESTS    := target/host-tests
+HOST_LIB      := $(CURDIR)/$(HOST_TESTS)/lib
+HOST_CFLAGS   := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Itests/host/standin -Iinclude
+HOST_PROGRAMS := $(addprefix $(HOST_TESTS)/bin/,events signals exit report plugin)
+# The plugin, under a name that merely contains "librdmacm" and under one that does not.
+HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper.so)
+# The setuid programs, compiled here and linked by the tests in a directory of their own, with
+# copies of the libraries: a setuid program's loader takes no LD_PRELOAD path and no $$ORIGIN.
+HOST_OBJECTS  := $(addprefix $(HOST_TESTS)/obj/,secure.o secure_api.o)
+HOST_STANDIN  := $(HOST_LIB)/librdmacm.so.1
+
+$(HOST_STANDIN): tests/host/standin/rdmacm.c tests/host/standin/standin.h tests/host/standin/rdmacm.map
+	@mkdir -p $(HOST_LIB)
+	$(CC) $(HOST_CFLAGS) -fPIC -shared -Wl,-soname,librdmacm.so.1 \
+	  -Wl,--version-script=tests/host/standin/rdmacm.map -o $@ $< -lpthread
+
+$(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h $(HOST_STANDIN)
+	@mkdir -p $(HOST_TESTS)/bin
+	$(CC) $(HOST_CFLAGS) -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB) -ldl
+
+$(HOST_PLUGINS): tests/host/programs/helper_plugin.c $(HOST_STANDIN)
+	$(CC) $(HOST_CFLAGS) -fPIC -shared -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB)
+
+$(HOST_TESTS)/obj/%.o: tests/host/programs/%.c tests/host/programs/host.h tests/host/standin/standin.h include/cmsafe.h
+	@mkdir -p $(HOST_TESTS)/obj
+	$(CC) $(HOST_CFLAGS) -c -o $@ $<
+
+.PHONY: host-tests host-check
+host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_PLUGINS) $(HOST_OBJECTS) ## dev: build the stand-in librdmacm and the host tests' programs (target/host-tests)
+
+host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
@@ -335,7 +373,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

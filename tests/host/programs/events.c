@@ -1,0 +1,137 @@
+/* The classic misuses of CM events, one per case, on the stand-in librdmacm:
+ *   events use-after-ack TOKEN  a CONNECT_REQUEST carrying TOKEN as private data, acked, then its
+ *                               private data read: prints "before the ack: " and "after the ack: "
+ *                               with the bytes read (raw, the second read is of freed memory)
+ *   events never-acked          an ESTABLISHED got and never acked, then exit
+ *   events double-ack           an ESTABLISHED acked twice (raw, librdmacm frees it twice)
+ *   events destroy-unacked      an ESTABLISHED got and never acked, then rdma_destroy_id of its id:
+ *                               prints the events librdmacm still counts unacked, then "rdma_destroy_id
+ *                               returned", or, still blocked 500 ms later, says so and exits 3
+ *   events nonblocking          on an O_NONBLOCK channel fd: rdma_get_cm_event with nothing queued,
+ *                               then poll(2), an event queued, poll(2) and rdma_get_cm_event again;
+ *                               prints what each returned
+ * Exit 0 when the case ran to its end. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include "host.h"
+
+static int use_after_ack(char **args)
+{
+    const char *token = args[0];
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *listen = host_id(ch);
+    REQUIRE(rdma_listen(listen, 1) == 0, "rdma_listen");
+    struct rdma_cm_id *child = host_queue(listen, RDMA_CM_EVENT_CONNECT_REQUEST, token);
+    struct rdma_cm_event *req = host_get(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    REQUIRE(req->id == child && req->listen_id == listen, "the request's ids");
+    const unsigned char *pdata = req->param.conn.private_data;
+    unsigned len = req->param.conn.private_data_len;
+    REQUIRE(pdata && len == strlen(token), "private data of %u bytes", len);
+    host_print_bytes("before the ack: ", pdata, len);
+    host_ack(req);
+    unsigned char got[256];
+    memcpy(got, pdata, len); /* the misuse: the event's memory after its ack */
+    host_print_bytes("after the ack: ", got, len);
+    REQUIRE(rdma_destroy_id(child) == 0, "rdma_destroy_id(child)");
+    REQUIRE(rdma_destroy_id(listen) == 0, "rdma_destroy_id(listen)");
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+
+static int never_acked(char **args)
+{
+    (void)args;
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+    host_get(ch, RDMA_CM_EVENT_ESTABLISHED);
+    printf("got ESTABLISHED, never acked\n");
+    return 0;
+}
+
+static int double_ack(char **args)
+{
+    (void)args;
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+    struct rdma_cm_event *ev = host_get(ch, RDMA_CM_EVENT_ESTABLISHED);
+    host_ack(ev);
+    host_ack(ev);
+    printf("acked twice\n");
+    REQUIRE(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+
+static void still_blocked(int sig)
+{
+    (void)sig;
+    static const char line[] = "rdma_destroy_id still blocked after 500 ms\n";
+    (void)!write(1, line, sizeof line - 1);
+    _exit(3);
+}
+
+static int destroy_unacked(char **args)
+{
+    (void)args;
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+    host_get(ch, RDMA_CM_EVENT_ESTABLISHED);
+    printf("unacked in librdmacm: %u\n", standin_unacked(id));
+    struct sigaction sa = {.sa_handler = still_blocked};
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction");
+    struct itimerval t = {.it_value = {.tv_usec = 500 * 1000}};
+    REQUIRE(setitimer(ITIMER_REAL, &t, NULL) == 0, "setitimer");
+    REQUIRE(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+    printf("rdma_destroy_id returned\n");
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+
+static int readable(struct rdma_event_channel *ch)
+{
+    struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    REQUIRE(n >= 0, "poll");
+    return n;
+}
+
+static int nonblocking(char **args)
+{
+    (void)args;
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    REQUIRE(fcntl(ch->fd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+    struct rdma_cm_event *ev = NULL;
+    int rc = rdma_get_cm_event(ch, &ev);
+    int again = rc == -1 && errno == EAGAIN;
+    printf("nothing queued: rdma_get_cm_event %d, %s; poll %d\n", rc,
+           again ? "EAGAIN" : "not EAGAIN", readable(ch));
+    host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+    printf("one queued: poll %d\n", readable(ch));
+    host_ack(host_get(ch, RDMA_CM_EVENT_ESTABLISHED));
+    printf("got and acked: poll %d\n", readable(ch));
+    REQUIRE(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct host_case cases[] = {
+        {"use-after-ack", 1, use_after_ack},
+        {"never-acked", 0, never_acked},
+        {"double-ack", 0, double_ack},
+        {"destroy-unacked", 0, destroy_unacked},
+        {"nonblocking", 0, nonblocking},
+    };
+    return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
+                     "events use-after-ack TOKEN | never-acked | double-ack | destroy-unacked | nonblocking");
+}

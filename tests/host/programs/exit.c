@@ -1,0 +1,102 @@
+/* exit() from a signal handler that interrupted a CM call: the program's exit must not wait for
+ * anything the interrupted call holds.
+ *   exit blocked  fd 2 becomes a pipe nobody reads, filled to the brim; an ESTABLISHED is got and
+ *                 acked (under the preload with CMSAFE_LATE_ACK_MS=0 the ack says a late-ack
+ *                 finding on stderr, so it blocks in that write), then the program waits; 300 ms
+ *                 in, SIGALRM's handler empties the pipe (so that what exit writes has room) and
+ *                 calls exit(0)
+ *   exit loop     gets and acks events in a loop until SIGALRM, 2 to 22 ms in (by the process
+ *                 id, so that runs land at different points of the loop), calls exit(0) from its
+ *                 handler
+ * Both exit 0; a step that fails is exit 2, said on stdout (fd 2 is the pipe). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include "host.h"
+
+static int reader = -1;
+
+static void empty_and_exit(int sig)
+{
+    (void)sig;
+    char buf[4096];
+    while (read(reader, buf, sizeof buf) > 0)
+        ;
+    static const char line[] = "alarm: exit(0)\n";
+    (void)!write(1, line, sizeof line - 1);
+    exit(0);
+}
+
+static void exit_now(int sig)
+{
+    (void)sig;
+    exit(0);
+}
+
+static void on_alarm(void (*handler)(int), long usec)
+{
+    struct sigaction sa = {.sa_handler = handler};
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction");
+    struct itimerval t = {.it_value = {.tv_sec = usec / 1000000, .tv_usec = usec % 1000000}};
+    REQUIRE(setitimer(ITIMER_REAL, &t, NULL) == 0, "setitimer");
+}
+
+/* Makes fd 2 a pipe that holds as much as it can; keeps its read end, non-blocking. */
+static void full_stderr(void)
+{
+    int p[2];
+    REQUIRE(pipe(p) == 0, "pipe");
+    REQUIRE(dup2(p[1], 2) == 2, "dup2");
+    close(p[1]);
+    reader = p[0];
+    REQUIRE(fcntl(reader, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+    REQUIRE(fcntl(2, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+    static char page[4096];
+    while (write(2, page, sizeof page) > 0)
+        ;
+    while (write(2, page, 1) > 0)
+        ;
+    REQUIRE(errno == EAGAIN, "filling the pipe");
+    REQUIRE(fcntl(2, F_SETFL, 0) == 0, "fcntl");
+}
+
+static int blocked(char **args)
+{
+    (void)args;
+    full_stderr();
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+    struct rdma_cm_event *ev = host_get(ch, RDMA_CM_EVENT_ESTABLISHED);
+    on_alarm(empty_and_exit, 300 * 1000);
+    printf("acking\n");
+    host_ack(ev);
+    printf("acked; waiting for the alarm\n");
+    pause();
+    printf("pause returned: the alarm's handler did not exit\n");
+    return 4;
+}
+
+static int loop(char **args)
+{
+    (void)args;
+    struct rdma_cm_id *id = host_id(host_channel());
+    on_alarm(exit_now, 2000 + (long)getpid() * 7919 % 20000);
+    for (long i = 0; i < 100 * 1000 * 1000; i++)
+        host_round(id, RDMA_CM_EVENT_ESTABLISHED);
+    printf("the timer did not come\n");
+    return 4;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct host_case cases[] = {
+        {"blocked", 0, blocked},
+        {"loop", 0, loop},
+    };
+    return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
+                     "exit blocked | loop");
+}

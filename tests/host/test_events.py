@@ -1,0 +1,88 @@
+"""The baseline: the classic misuses of CM events, said by the preload as on the real stack
+(c-tests/misuse_*.c do the same there), on the stand-in librdmacm."""
+
+from __future__ import annotations
+
+import unittest
+
+from hostrun import MODES, HostTest, program, run
+
+# Printable and without a backslash: the programs print it as it is.
+TOKEN = "cmsafe host test: private data 0123456789"
+
+
+def after_the_ack(r) -> list[str]:
+    return [line for line in r.out_lines if line.startswith("after the ack: ")]
+
+
+class UseAfterAck(HostTest):
+    """A CONNECT_REQUEST carrying TOKEN, acked, then its private data read."""
+
+    argv = [program("events"), "use-after-ack", TOKEN]
+
+    def test_raw_reads_freed_memory_without_crashing(self):
+        r = run(self.argv)
+        self.assertStatus(r, 0)
+        self.assertLine(r, "before the ack: " + TOKEN)
+        self.assertEqual(len(after_the_ack(r)), 1, r)
+
+    def test_audit_says_the_read_and_the_program_reads_the_bytes_queued(self):
+        r = run(self.argv, "audit")
+        self.assertStatus(r, 0)
+        self.assertEqual(after_the_ack(r), ["after the ack: " + TOKEN], r)
+        self.assertFinding(r, "use-after-ack", "1", "CONNECT_REQUEST")
+        self.assertSummary(r, "audit", events=1, findings=1)
+        self.assertKindCount(r, "use-after-ack", 1)
+
+    def test_safe_ack_then_read_gives_the_bytes_queued(self):
+        r = run(self.argv, "safe")
+        self.assertStatus(r, 0)
+        self.assertEqual(after_the_ack(r), ["after the ack: " + TOKEN], r)
+        self.assertNoFinding(r)
+        self.assertSummary(r, "safe", events=1, findings=0)
+
+
+class NeverAckedAndDoubleAck(HostTest):
+    def test_an_event_never_acked_is_said_at_exit(self):
+        for mode in MODES:
+            with self.subTest(mode=mode):
+                r = run([program("events"), "never-acked"], mode)
+                self.assertStatus(r, 0)
+                self.assertFinding(r, "never-acked", "1", "ESTABLISHED")
+                self.assertSummary(r, mode, events=1, findings=1)
+                self.assertKindCount(r, "never-acked", 1)
+
+    def test_a_second_ack_is_said_and_swallowed(self):
+        # Raw, librdmacm would free the event twice: only the preload's runs.
+        for mode in MODES:
+            with self.subTest(mode=mode):
+                r = run([program("events"), "double-ack"], mode)
+                self.assertStatus(r, 0)
+                self.assertLine(r, "acked twice")
+                self.assertFinding(r, "double-ack", "1", "ESTABLISHED")
+                self.assertSummary(r, mode, events=1, findings=1)
+                self.assertKindCount(r, "double-ack", 1)
+
+
+class DestroyWithUnacked(HostTest):
+    """rdma_destroy_id of an id whose event the program never acked (raw, it waits for good:
+    test_standin.AsLibrdmacm)."""
+
+    argv = [program("events"), "destroy-unacked"]
+
+    def test_safe_destroy_does_not_wait(self):
+        r = run(self.argv, "safe")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.out_lines, ["unacked in librdmacm: 0", "rdma_destroy_id returned"], r)
+        self.assertFinding(r, "destroy-in-own-handler", "1", "ESTABLISHED")
+
+    def test_audit_says_it_and_waits_as_raw(self):
+        r = run(self.argv, "audit")
+        self.assertStatus(r, 3)
+        self.assertEqual(r.out_lines, ["unacked in librdmacm: 1",
+                                       "rdma_destroy_id still blocked after 500 ms"], r)
+        self.assertFinding(r, "destroy-in-own-handler", "1", "ESTABLISHED")
+
+
+if __name__ == "__main__":
+    unittest.main()
