@@ -34,6 +34,10 @@
 //! - `sys/`: the real functions, settings, callers' places, cancellation, errno kept;
 //! - `entry.rs`, the exported names, and `lifecycle.rs`, the exit and fork handlers, above all.
 
+/// The preload's allocations never take the program's malloc lock (sys/alloc.rs).
+#[global_allocator]
+static ALLOCATOR: sys::alloc::Allocator = sys::alloc::Allocator;
+
 mod audit;
 mod cm;
 mod entry;

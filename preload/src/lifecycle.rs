@@ -40,11 +40,17 @@ extern "C" fn at_exit() {
         // the preload's locks (a service's SIGTERM handler that exits): the tables are
         // mid-update and their locks are this thread's own, so waiting would be forever. The
         // summary is left out, and said to be.
-        if STATE.held_here() || CQS.held_here() || ASYNCS.held_here() || WATCH.held_here() {
-            crate::sys::cancel::say_err!(
+        if STATE.held_here()
+            || CQS.held_here()
+            || ASYNCS.held_here()
+            || WATCH.held_here()
+            || crate::sys::alloc::held_here()
+        {
+            // Written from the stack: the allocator may be the lock this thread is inside.
+            cmsafe_core::stderr::line(format_args!(
                 "==cmsafe== no summary: exit was called from a signal handler that interrupted \
                  the preload inside a librdmacm or libibverbs call"
-            );
+            ));
             return;
         }
         // The CQ and async counts first: their never-acked findings go into the tracker's
@@ -70,9 +76,11 @@ extern "C" fn before_fork() {
     ASYNCS.lock_for_fork();
     RING_PAGES.lock_for_fork();
     cmsafe_core::event::lock_for_fork();
+    crate::sys::alloc::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    crate::sys::alloc::unlock_after_fork();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
     ASYNCS.unlock_after_fork();
@@ -84,18 +92,25 @@ extern "C" fn after_fork_parent() {
 /// The child's: each table forgets what is the parent's (its events, its watcher, its report)
 /// as its lock is released, or at its next lock when the forking thread was inside it.
 extern "C" fn after_fork_child() {
+    crate::sys::alloc::unlock_after_fork();
+    // A fork from a signal handler that interrupted the preload's allocator: what the tables
+    // free at their reset waits for their next lock, after the interrupted frame left it.
+    let later = crate::sys::alloc::held_here();
     crate::sys::whereis::forget_thread_id();
     crate::audit::report_file::after_fork_in_child();
     crate::audit::pages::after_fork_in_child();
     crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
-    ASYNCS.after_fork_in_child();
-    CQS.after_fork_in_child();
-    STATE.after_fork_in_child(|s| {
-        if let Some(s) = s.as_mut() {
-            s.after_fork_in_child();
-        }
-    });
-    WATCH.after_fork_in_child(crate::cm::watch::reset_in_child);
+    ASYNCS.after_fork_in_child(later);
+    CQS.after_fork_in_child(later);
+    STATE.after_fork_in_child(
+        |s| {
+            if let Some(s) = s.as_mut() {
+                s.after_fork_in_child();
+            }
+        },
+        later,
+    );
+    WATCH.after_fork_in_child(crate::cm::watch::reset_in_child, later);
 }

@@ -40,8 +40,10 @@ from cmsafe_harness import audit  # noqa: E402  (the path above first)
 
 # A run takes tens of milliseconds; one still running after this is hung.
 TIMEOUT = 3.0
-# The preload's modes, each compared with the raw run where that is the point.
-MODES = ("audit", "safe")
+# The preload's modes, each compared with the raw run where that is the point. "audit+mprotect"
+# is audit with CMSAFE_GUARD=mprotect: acked pages closed by mprotect, faults by its SIGSEGV
+# handler, where plain audit (these tests run as root) has userfaultfd and no handler.
+MODES = ("audit", "audit+mprotect", "safe")
 TAIL = 12  # lines of stdout and stderr a failure shows
 
 
@@ -103,7 +105,9 @@ def environment(mode: str, changes: Mapping[str, str | None] | None = None) -> d
            if not k.startswith("CMSAFE_") and k != "LD_PRELOAD"}
     if mode != "raw":
         env["LD_PRELOAD"] = PRELOAD
-        env["CMSAFE_MODE"] = mode
+        env["CMSAFE_MODE"], _, guard = mode.partition("+")
+        if guard:
+            env["CMSAFE_GUARD"] = guard
     for k, v in (changes or {}).items():
         if v is None:
             env.pop(k, None)
@@ -214,6 +218,7 @@ class HostTest(unittest.TestCase):
         """One summary at exit, of MODE, with these counts."""
         problems = audit.check_summary(r.err_lines, str(events), str(findings))
         sums = audit.summary_lines(r.err_lines)
+        mode = mode.partition("+")[0]
         if sums and ", mode %s, " % mode not in sums[0]:
             problems.append("the summary is not mode %s: %s" % (mode, sums[0]))
         self.assertEqual(problems, [], "\n%s" % r)

@@ -23,8 +23,6 @@ class ExitFromHandler(HostTest):
         self.assertStatus(r, 0)
         self.assertEqual(r.out_lines, ["acking", "acked; waiting for the alarm", "alarm: exit(0)"], r)
 
-    # at_exit takes the tracker's lock, held by the interrupted write of the late-ack line.
-    @unittest.expectedFailure
     def test_exit_while_the_preload_writes_under_its_lock(self):
         # The alarm comes 300 ms in; exit is at once.
         for r in run_all([(BLOCKED, mode) for mode in MODES], LATE, timeout=1.5):
@@ -36,8 +34,6 @@ class ExitFromHandler(HostTest):
         runs = run_all([(LOOP, "raw")] * LOOPS, timeout=LOOP_DEADLINE)
         self.assertEqual([str(r) for r in runs if r.rc != 0], [])
 
-    # at_exit takes the tracker's lock, which a wrapped call interrupted by the timer may hold.
-    @unittest.expectedFailure
     def test_loops_exit_from_their_timer_under_the_preload(self):
         runs = run_all([(LOOP, mode) for mode in MODES for _ in range(LOOPS)],
                        timeout=LOOP_DEADLINE)

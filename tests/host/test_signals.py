@@ -49,18 +49,12 @@ class Chain(HostTest):
                 self.assertStatus(raw, rc)
                 self.assertEqual(raw.out_lines, out, raw)
 
-    # The preload's chain calls the handler but ignores its SA_RESETHAND: it runs on every retry.
-    @unittest.expectedFailure
     def test_resethand_handler_runs_once_then_the_fault_kills(self):
         self.assertAsRaw("resethand")
 
-    # The preload's handler runs without SA_NODEFER: SIGSEGV stays blocked after the longjmp.
-    @unittest.expectedFailure
     def test_nodefer_longjmp_recovers_twice(self):
         self.assertAsRaw("nodefer")
 
-    # The preload calls the handler under its own (empty) sa_mask, not the program's.
-    @unittest.expectedFailure
     def test_mask_blocks_sigusr1_in_the_handler(self):
         self.assertAsRaw("mask")
 
@@ -81,13 +75,13 @@ class HandlerAfterFirstEvent(HostTest):
         self.assertStatus(r, 0)
         self.assertEqual(len(r.out_lines), 1, r)
 
-    # The program's sigaction replaced the preload's handler, which then never sees its fault.
-    @unittest.expectedFailure
     def test_audit_says_the_read_and_exits_0(self):
-        r = run(self.argv, "audit")
-        self.assertStatus(r, 0)
-        self.assertEqual(r.out_lines, ["after the ack: " + TOKEN], r)
-        self.assertFinding(r, "use-after-ack", "1", "CONNECT_REQUEST")
+        for mode in ("audit", "audit+mprotect"):
+            with self.subTest(mode=mode):
+                r = run(self.argv, mode)
+                self.assertStatus(r, 0)
+                self.assertEqual(r.out_lines, ["after the ack: " + TOKEN], r)
+                self.assertFinding(r, "use-after-ack", "1", "CONNECT_REQUEST")
 
 
 if __name__ == "__main__":

@@ -185,9 +185,10 @@ impl<T: 'static> ForkSafeMutex<T> {
 
     /// For the child handler, instead of `unlock_after_fork`: `reset` runs on the data (what the
     /// child must not inherit), then the lock is released. When the forking thread was inside
-    /// the lock, the reset waits for the next lock, after its interrupted frame released it.
-    pub fn after_fork_in_child(&'static self, reset: fn(&mut T)) {
-        if self.skipped.load(Ordering::Relaxed) {
+    /// the lock, or `later` (the reset cannot run now: it frees memory whose allocator the
+    /// forking thread was inside), the reset waits for the next lock.
+    pub fn after_fork_in_child(&'static self, reset: fn(&mut T), later: bool) {
+        if later || self.skipped.load(Ordering::Relaxed) {
             // Relaxed: read by the next holder, after the interrupted frame's unlock.
             self.pending_reset
                 .store(reset as *const () as usize, Ordering::Relaxed);
@@ -272,7 +273,7 @@ mod tests {
         let frame = F.lock();
         // The handlers, as a fork in a signal handler runs them here.
         F.lock_for_fork();
-        F.after_fork_in_child(|v| *v = 0);
+        F.after_fork_in_child(|v| *v = 0, false);
         assert_eq!(*frame, 5, "the interrupted frame still holds the data");
         drop(frame);
         assert_eq!(*F.lock(), 0, "the child's reset ran at the next lock");
@@ -281,9 +282,14 @@ mod tests {
         *F.lock() = 9;
         F.lock_for_fork();
         assert!(F.held_here());
-        F.after_fork_in_child(|v| *v += 1);
+        F.after_fork_in_child(|v| *v += 1, false);
         assert!(!F.held_here());
         assert_eq!(*F.lock(), 10);
+        // A reset asked to wait does, though the lock was taken for the fork.
+        F.lock_for_fork();
+        F.after_fork_in_child(|v| *v = 1, true);
+        assert!(!F.held_here());
+        assert_eq!(*F.lock(), 1, "ran at the next lock");
         // And the parent's side of a fork inside the lock releases nothing.
         let frame = F.lock();
         F.lock_for_fork();

@@ -40,8 +40,8 @@ impl<T: Default + AtExit + 'static> Family<T> {
 
     /// For the child's pthread_atfork handler, instead of `unlock_after_fork`: the parent's
     /// events are not the child's to ack.
-    pub fn after_fork_in_child(&'static self) {
-        self.inner.after_fork_in_child(|t| *t = None);
+    pub fn after_fork_in_child(&'static self, later: bool) {
+        self.inner.after_fork_in_child(|t| *t = None, later);
     }
 
     /// For the pthread_atfork handlers (lifecycle.rs).
@@ -112,7 +112,7 @@ mod tests {
             Some("==cmsafe==   test events: 3 got, 2 acked\n")
         );
         EVENTS.lock_for_fork();
-        EVENTS.after_fork_in_child();
+        EVENTS.after_fork_in_child(false);
         assert_eq!(EVENTS.at_exit(), None);
         assert_eq!(EVENTS.with(|e| e.tally.got), 0);
     }
