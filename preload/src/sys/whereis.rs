@@ -37,9 +37,12 @@ struct Ranges {
     rdmacm: Vec<(usize, usize)>,
 }
 
+/// librdmacm is the object that holds the real rdma_get_cm_event (sys/real.rs), whatever its
+/// file is called: a name is no proof (a plugin `libfoo-librdmacm-glue.so` is the program's).
 fn load_ranges() -> Ranges {
     struct Acc {
         me: usize,
+        rdmacm_at: usize,
         own: Vec<(usize, usize)>,
         rdmacm: Vec<(usize, usize)>,
     }
@@ -50,14 +53,6 @@ fn load_ranges() -> Ranges {
     ) -> libc::c_int {
         // SAFETY: dl_iterate_phdr passes a valid info and our own `data`.
         let (info, acc) = unsafe { (&*info, &mut *(data as *mut Acc)) };
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: non-NULL, NUL-terminated.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
         let mut ranges = Vec::new();
         for i in 0..info.dlpi_phnum as usize {
             // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
@@ -69,15 +64,17 @@ fn load_ranges() -> Ranges {
                 ranges.push((start, start + ph.p_memsz as usize));
             }
         }
-        if ranges.iter().any(|&(a, b)| acc.me >= a && acc.me < b) {
+        let holds = |at: usize| ranges.iter().any(|&(a, b)| at >= a && at < b);
+        if holds(acc.me) {
             acc.own.extend(ranges);
-        } else if name.contains("librdmacm") {
+        } else if acc.rdmacm_at != 0 && holds(acc.rdmacm_at) {
             acc.rdmacm.extend(ranges);
         }
         0
     }
     let mut acc = Acc {
         me: load_ranges as *const () as usize,
+        rdmacm_at: crate::sys::real::get_event().map_or(0, |f| f as usize),
         own: Vec::new(),
         rdmacm: Vec::new(),
     };
