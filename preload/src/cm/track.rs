@@ -691,6 +691,27 @@ impl State {
         self.report.destroy(id, thread, rc);
         self.copies.id_destroyed(id);
         self.objects.id_destroyed(id, thread, at);
+        if rc == 0 {
+            self.release_unacked_copies(id);
+        }
+    }
+
+    /// Safe mode's copies of the events counted against `id` that the program never acked:
+    /// released with the id, as its acked ones are (a destroy finding named each already: the
+    /// destroy would have waited for them). Kept to exit, a program that forgets its acks would
+    /// grow by a copy per event for as long as it runs.
+    fn release_unacked_copies(&mut self, id: usize) {
+        let gone: Vec<usize> = self
+            .live
+            .iter()
+            .filter(|(_, r)| r.owner == id && matches!(r.holder, Holder::Safe(_)))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in gone {
+            // The copy goes back to cmsafe's pool; a later ack of the pointer is a double ack
+            // of a copy whose record is gone, as for any copy released.
+            self.live.remove(&p);
+        }
     }
 
     /// Whether every id of `channel` was destroyed and none made since.

@@ -95,6 +95,41 @@ static int destroy_unacked(char **args)
     return 0;
 }
 
+/* The process's resident set, in KiB (/proc/self/status). */
+static long resident_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    REQUIRE(f, "fopen /proc/self/status");
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* N ids, each with one event carrying private data that is never acked, each destroyed (raw,
+ * the destroy would wait forever: under safe mode only). The resident set after the first
+ * thousand and at the end, in KiB. */
+static int destroy_never_acked(char **args)
+{
+    long n = strtol(args[0], NULL, 10);
+    struct rdma_event_channel *ch = host_channel();
+    long warm = 0;
+    for (long i = 0; i < n; i++) {
+        if (i == 1000)
+            warm = resident_kib();
+        struct rdma_cm_id *id = host_id(ch);
+        host_queue(id, RDMA_CM_EVENT_CONNECT_RESPONSE, "never acked, destroyed: 0123456789");
+        host_get(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+        REQUIRE(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+    }
+    printf("resident after 1000: %ld KiB, after %ld: %ld KiB\n", warm, n, resident_kib());
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+
 static int readable(struct rdma_event_channel *ch)
 {
     struct pollfd p = {.fd = ch->fd, .events = POLLIN};
@@ -131,7 +166,9 @@ int main(int argc, char **argv)
         {"double-ack", 0, double_ack},
         {"destroy-unacked", 0, destroy_unacked},
         {"nonblocking", 0, nonblocking},
+        {"destroy-never-acked", 1, destroy_never_acked},
     };
     return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
-                     "events use-after-ack TOKEN | never-acked | double-ack | destroy-unacked | nonblocking");
+                     "events use-after-ack TOKEN | never-acked | double-ack | destroy-unacked | "
+                     "nonblocking | destroy-never-acked N");
 }
