@@ -7,7 +7,11 @@
  * without the preload: the transport's length, checked here, 56 on IB/RoCE and the 35 bytes sent
  * on iWARP; RAW_TOKEN) and "use-after-ack read: <bytes>": under the preload's safe mode the
  * bytes are RAW_TOKEN (read from the preload's copy); raw, they come from freed heap memory.
- * Otherwise well-behaved: every other event is acked at once and every id destroyed. Exit 0. */
+ * Otherwise well-behaved: every other event is acked at once and every id destroyed. Exit 0.
+ * With the argument "syscall", the read after the ack is the kernel's: write(2) of the private
+ * data to a pipe (as a server logs or forwards it), then read back from the pipe and printed the
+ * same way; the write must succeed (raw it reads freed heap memory, under audit the preload's
+ * userfaultfd serves it: as root it must, docs/preload.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 
@@ -16,8 +20,9 @@
 
 enum { PORT = 7481 };
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int by_syscall = argc == 2 && strcmp(argv[1], "syscall") == 0;
     harness_watchdog(60);
     struct rdma_event_channel *sch = raw_channel(), *cch = raw_channel();
     struct rdma_cm_id *listen_id = raw_listen(sch, PORT);
@@ -37,7 +42,18 @@ int main(void)
     raw_ack(req);
 
     char got[sizeof RAW_TOKEN];
-    memcpy(got, pdata, sizeof got); /* the misuse: reads the acked event's memory */
+    if (by_syscall) {
+        int pipefd[2];
+        REQUIRE(pipe(pipefd) == 0, "pipe");
+        /* The misuse, by the kernel: write(2) reads the acked event's memory. */
+        ssize_t n = write(pipefd[1], pdata, sizeof got);
+        REQUIRE(n == (ssize_t)sizeof got, "write(2) of the private data after the ack: %zd", n);
+        REQUIRE(read(pipefd[0], got, sizeof got) == (ssize_t)sizeof got, "read back");
+        close(pipefd[0]);
+        close(pipefd[1]);
+    } else {
+        memcpy(got, pdata, sizeof got); /* the misuse: reads the acked event's memory */
+    }
     raw_print_bytes("use-after-ack read: ", got, sizeof got - 1);
     STEP("read done");
 

@@ -310,7 +310,7 @@ def check_misuse_raw(case: Misuse, r: proc.Run, ctx: Ctx, proof: Checked | None 
         p.append("never reached the misuse ('%s')" % case.before)
     p.extend(check_no_preload_output(r))
     p.extend(check_child_destroy(case.name, r.err))
-    if case.name == "use_after_ack":
+    if case.name.startswith("use_after_ack"):
         if not any_matches("^use-after-ack read: ", r.out):
             p.append("no 'use-after-ack read:' line")
         p.extend(check_before_ack(r.out, ctx.tx))
@@ -344,7 +344,7 @@ def check_misuse_preloaded(mode: str, case: Misuse, r: proc.Run, ctx: Ctx) -> Ch
         if case.after and line_of(r.err, case.after) == 0:
             p.append("never printed '%s'" % case.after)
     read = _last_after(r.out, "use-after-ack read: ")
-    if case.name == "use_after_ack" and mode == "safe":
+    if case.name.startswith("use_after_ack") and mode == "safe":
         # Safe mode keeps the copy valid after the ack: the read is of good memory, on purpose
         # unguarded, so it is not a finding (README: safe mode reports all but use-after-ack).
         p.extend(audit.check_no_findings(r.err, ctx.kinds))
@@ -374,7 +374,14 @@ def check_misuse_preloaded(mode: str, case: Misuse, r: proc.Run, ctx: Ctx) -> Ch
     p.extend(check_child_destroy(case.name, r.err))
     if not killed:
         p.extend(check_object_harm(mode, case.name, r, ctx.tx))
-    if case.name == "use_after_ack":
+    if case.name == "use_after_ack_syscall" and mode == "audit":
+        # The kernel's read: the call succeeded (exit 0, above) and the finding names it.
+        if not any_matches("system call write", kind_lines(r.err, case.kind)):
+            p.append("the use-after-ack line does not name the system call write: %s"
+                     % (kind_lines(r.err, case.kind) or ["none"])[0])
+        if read != cases.TOKEN:
+            p.append("audit's write(2) after the ack carried '%s', want '%s'" % (read, cases.TOKEN))
+    if case.name.startswith("use_after_ack"):
         if mode == "safe":
             if read != cases.TOKEN:
                 p.append("safe mode read '%s' after the ack, want '%s'" % (read, cases.TOKEN))
