@@ -20,6 +20,8 @@
 //!   acked copies; the preload's acked records and destroyed objects).
 //! - [`errno`] and [`clock`]: the calling thread's errno and the clocks read, for this crate,
 //!   the C ABI and the preload alike.
+//! - [`env`]: the settings read from the environment, none under AT_SECURE (setuid, setgid,
+//!   file capabilities).
 //! - `pool`: the refcounted slots events and buffers live in; `stderr`: lines to stderr that
 //!   cannot panic.
 //!
@@ -30,6 +32,7 @@
 pub mod channel;
 pub mod clock;
 pub mod cm;
+pub mod env;
 pub mod errno;
 pub mod event;
 pub mod fault;

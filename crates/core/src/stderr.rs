@@ -94,7 +94,11 @@ pub fn line(args: fmt::Arguments<'_>) {
 /// where stderr can be made to fail. Not part of the API.
 #[doc(hidden)]
 pub mod test_child {
+    use std::ffi::OsStr;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
     use std::process::{Command, Output};
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     /// The part a test asked for when it runs again as a child (see [`rerun`]).
     pub fn child_part() -> Option<String> {
@@ -105,12 +109,67 @@ pub mod test_child {
     /// `part`. Without libtest's output capture, which stands in for fd 2 in a test's threads
     /// (also in a forked child): there `eprintln!` writes fd 2 as in a C program.
     pub fn rerun(name: &str, part: &str) -> Output {
-        Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env("CMSAFE_TEST_CHILD", part)
+        rerun_with(name, part, &[])
+    }
+
+    /// [`rerun`], with the variables `env` set in the child.
+    pub fn rerun_with(name: &str, part: &str, env: &[(&str, &OsStr)]) -> Output {
+        child(&std::env::current_exe().unwrap(), name, part, env)
             .output()
             .unwrap()
     }
+
+    fn child(exe: &Path, name: &str, part: &str, env: &[(&str, &OsStr)]) -> Command {
+        let mut c = Command::new(exe);
+        c.args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env("CMSAFE_TEST_CHILD", part)
+            .envs(env.iter().copied());
+        c
+    }
+
+    /// [`rerun_with`] in a process the kernel starts with AT_SECURE: a copy of the test binary,
+    /// setuid root, run by the user nobody. None when this process is not root (nothing else
+    /// can make a setuid root program). The copy is made by install(1), in a process of its own:
+    /// a descriptor open for writing on it in this one would reach the children other tests
+    /// fork meanwhile, and its exec would fail with ETXTBSY.
+    pub fn rerun_setuid(name: &str, part: &str, env: &[(&str, &OsStr)]) -> Option<Output> {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        static RUNS: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "cmsafe-setuid-{}-{}",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.join("setuid-test");
+        let installed = Command::new("install")
+            .args(["-m", "4755", "-o", "root"])
+            .arg(std::env::current_exe().unwrap())
+            .arg(&exe)
+            .status()
+            .unwrap();
+        assert!(
+            installed.success(),
+            "install {}: {installed}",
+            exe.display()
+        );
+        let out = child(&exe, name, part, env)
+            .current_dir("/")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        Some(out)
+    }
+
+    /// The user and group ids of nobody on Debian.
+    const NOBODY: u32 = 65534;
 
     /// In a child: fd 2 becomes a pipe whose reader is gone, with SIGPIPE ignored, so every
     /// write to stderr fails with EPIPE.
