@@ -22,6 +22,8 @@
 //!   the C ABI and the preload alike.
 //! - [`env`]: the settings read from the environment, none under AT_SECURE (setuid, setgid,
 //!   file capabilities).
+//! - [`outfile`]: the files cmsafe writes (the flight recorder's dump, the preload's report):
+//!   new, 0600, never through a symlink, one per process, their failed writes counted.
 //! - `pool`: the refcounted slots events and buffers live in; `stderr`: lines to stderr that
 //!   cannot panic.
 //!
@@ -39,6 +41,7 @@ pub mod fault;
 pub mod flight;
 pub mod fork_lock;
 pub mod logging;
+pub mod outfile;
 pub mod page;
 mod pool;
 pub mod recent;

@@ -38,22 +38,11 @@ impl FdOut {
         LINE - self.len
     }
 
-    /// Writes out what is buffered (retrying EINTR and short writes).
+    /// Writes out what is buffered (retrying EINTR and short writes); nothing after an error.
     pub(crate) fn flush(&mut self) {
-        let mut rest = &self.buf[..self.len];
-        while !rest.is_empty() && self.error == 0 {
-            // SAFETY: writes from a live buffer of `rest.len()` bytes; the fd may be anything,
-            // closed included: write(2) then fails, which is kept.
-            let n = unsafe { libc::write(self.fd, rest.as_ptr().cast(), rest.len()) };
-            if n > 0 {
-                rest = &rest[n as usize..];
-            } else if n < 0 {
-                match crate::errno::get() {
-                    libc::EINTR => continue,
-                    e => self.error = e,
-                }
-            } else {
-                self.error = libc::EIO;
+        if self.error == 0 {
+            if let Err(e) = crate::outfile::write_all(self.fd, &self.buf[..self.len]) {
+                self.error = e;
             }
         }
         self.len = 0;
