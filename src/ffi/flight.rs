@@ -1,8 +1,7 @@
 //! The flight recorder: the process's last events, dumped as JSON lines on request, at exit
 //! and on a misuse's abort. Set up at load from the environment.
 
-use std::ffi::{CStr, CString};
-
+use cmsafe_core::env;
 use libc::{c_int, size_t};
 
 use super::{fail, guard};
@@ -98,26 +97,18 @@ const _: () = assert!(DEFAULT_FLIGHT_EVENTS == flight::DEFAULT_FLIGHT_EVENTS);
 pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
 const _: () = assert!(MAX_FLIGHT_EVENTS == flight::MAX_FLIGHT_EVENTS);
 
-/// The environment's value of `name`, if set.
-fn env(name: &CStr) -> Option<&'static CStr> {
-    // SAFETY: a NUL-terminated name; getenv's result lives as long as the environment entry,
-    // which nothing changes while the loader runs this.
-    let v = unsafe { libc::getenv(name.as_ptr()) };
-    // SAFETY: not NULL: a NUL-terminated string of the environment.
-    (!v.is_null()).then(|| unsafe { CStr::from_ptr(v) })
-}
-
 extern "C" fn dump_at_exit() {
     flight::dump_to_path(false);
 }
 
 /// Sets the recorder up: `CMSAFE_FLIGHT_EVENTS` (a count; 0 turns it off) or the default, and
 /// `CMSAFE_FLIGHT_DUMP` (a path: the dump at exit and on a misuse's abort, which otherwise goes
-/// to stderr). A value that is no count is said on stderr, and the default kept.
+/// to stderr). A value that is no count is said on stderr, and the default kept. Under
+/// AT_SECURE (setuid, setgid, file capabilities) neither is read: the defaults apply.
 extern "C" fn set_up() {
-    let events = match env(c"CMSAFE_FLIGHT_EVENTS").map(|v| v.to_str().map(str::parse::<usize>)) {
+    let events = match env::var(c"CMSAFE_FLIGHT_EVENTS").map(|v| v.parse::<usize>()) {
         None => flight::DEFAULT_FLIGHT_EVENTS,
-        Some(Ok(Ok(n))) if n <= flight::MAX_FLIGHT_EVENTS => n,
+        Some(Ok(n)) if n <= flight::MAX_FLIGHT_EVENTS => n,
         Some(_) => {
             cmsafe_core::stderr::line(format_args!(
                 "cmsafe: CMSAFE_FLIGHT_EVENTS is not a count from 0 to {}: the flight recorder keeps {}",
@@ -132,8 +123,8 @@ extern "C" fn set_up() {
             "cmsafe: no memory for the flight recorder: it is off"
         ));
     }
-    if let Some(path) = env(c"CMSAFE_FLIGHT_DUMP").filter(|p| !p.is_empty()) {
-        flight::set_dump_path(CString::from(path));
+    if let Some(path) = env::var_bytes(c"CMSAFE_FLIGHT_DUMP").filter(|p| !p.is_empty()) {
+        flight::set_dump_path(path);
         // SAFETY: a plain extern "C" function with no arguments.
         unsafe { libc::atexit(dump_at_exit) };
     }
@@ -143,3 +134,90 @@ extern "C" fn set_up() {
 #[used]
 #[link_section = ".init_array"]
 static SET_UP_AT_LOAD: extern "C" fn() = set_up;
+
+#[cfg(test)]
+mod tests {
+    use cmsafe_core::stderr::test_child::{child_part, rerun_setuid, rerun_with};
+    use std::ffi::OsStr;
+    use std::path::{Path, PathBuf};
+
+    /// A directory of a test's own, removed when dropped; others may read it (a setuid child
+    /// runs as nobody).
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(test: &str) -> Dir {
+            use std::os::unix::fs::PermissionsExt;
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "cmsafe-flight-{test}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Dir(d)
+        }
+
+        /// The names in the directory, sorted.
+        fn names(&self) -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(&self.0)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn os(p: &Path) -> &OsStr {
+        p.as_os_str()
+    }
+
+    const SETUID: &str = "ffi::flight::tests::a_setuid_program_ignores_the_environment";
+
+    /// CMSAFE_FLIGHT_EVENTS, CMSAFE_FLIGHT_DUMP and CMSAFE_LOG, read at load (and CMSAFE_LOG on
+    /// the first call), set the recorder, its dump at exit and the log level in a plain run,
+    /// and nothing in a setuid one: the defaults stay and no file is made, though the program
+    /// could write anywhere.
+    #[test]
+    fn a_setuid_program_ignores_the_environment() {
+        if child_part().is_some() {
+            crate::logging::init();
+            println!(
+                "size {} log {}",
+                cmsafe_core::flight::size(),
+                log::max_level()
+            );
+            return;
+        }
+        let d = Dir::new("setuid");
+        let dump = d.0.join("dump");
+        let env = [
+            ("CMSAFE_FLIGHT_EVENTS", OsStr::new("7")),
+            ("CMSAFE_FLIGHT_DUMP", os(&dump)),
+            ("CMSAFE_LOG", OsStr::new("trace")),
+        ];
+        let plain = rerun_with(SETUID, "plain", &env);
+        assert!(plain.status.success(), "{plain:?}");
+        let said = String::from_utf8_lossy(&plain.stdout);
+        assert!(said.contains("size 7 log TRACE"), "{said}");
+        assert_eq!(d.names(), ["dump"], "the plain run's dump at exit");
+        std::fs::remove_file(&dump).unwrap();
+
+        let Some(setuid) = rerun_setuid(SETUID, "setuid", &env) else {
+            eprintln!("{SETUID}: not root: no setuid run");
+            return;
+        };
+        assert!(setuid.status.success(), "{setuid:?}");
+        let said = String::from_utf8_lossy(&setuid.stdout);
+        assert!(said.contains("size 4096 log WARN"), "{said}");
+        assert_eq!(d.names(), Vec::<String>::new(), "no dump: {setuid:?}");
+    }
+}
