@@ -137,9 +137,13 @@ static SET_UP_AT_LOAD: extern "C" fn() = set_up;
 
 #[cfg(test)]
 mod tests {
-    use cmsafe_core::stderr::test_child::{child_part, rerun_setuid, rerun_with};
+    use cmsafe_core::stderr::test_child::{child_part, rerun_setuid, rerun_with, rerun_within};
     use std::ffi::OsStr;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    use std::os::unix::process::ExitStatusExt;
     use std::path::{Path, PathBuf};
+    use std::process::Output;
+    use std::time::Duration;
 
     /// A directory of a test's own, removed when dropped; others may read it (a setuid child
     /// runs as nobody).
@@ -219,5 +223,258 @@ mod tests {
         let said = String::from_utf8_lossy(&setuid.stdout);
         assert!(said.contains("size 4096 log WARN"), "{said}");
         assert_eq!(d.names(), Vec::<String>::new(), "no dump: {setuid:?}");
+    }
+
+    /// The types of the events a child copies and releases: three records in its ring.
+    const TYPES: [&str; 3] = ["CONNECT_REQUEST", "ESTABLISHED", "DISCONNECTED"];
+
+    /// Copies and releases one event of each of `types` (librdmacm's numbers), as a program's
+    /// fetches would: a record each in the flight recorder.
+    fn make_events(types: &[u32]) {
+        use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id};
+        // SAFETY: plain data; all-zero is valid (an id with no addresses yet).
+        let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        for &t in types {
+            // SAFETY: plain data; all-zero is valid.
+            let mut raw: rdma_cm_event = unsafe { std::mem::zeroed() };
+            raw.event = t;
+            raw.id = &mut *id;
+            // SAFETY: a valid event whose id outlives the copy.
+            drop(unsafe { cmsafe_core::Event::copy_from_raw(&raw) }.unwrap());
+        }
+    }
+
+    fn make_three_events() {
+        use cmsafe_core::cm::rdma_cm_event_type::*;
+        make_events(&[
+            RDMA_CM_EVENT_CONNECT_REQUEST,
+            RDMA_CM_EVENT_ESTABLISHED,
+            RDMA_CM_EVENT_DISCONNECTED,
+        ]);
+    }
+
+    /// The types of the records in the dump at `path`, checked to be flight lines, in order.
+    fn dumped_types(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        text.lines()
+            .map(|l| {
+                assert!(l.starts_with("{\"record\":\"flight\",\"seq\":"), "{l}");
+                l.split("\"type\":\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    /// The child's pid, which it says on stdout ("pid N").
+    fn pid_of(out: &Output) -> u32 {
+        let said = String::from_utf8_lossy(&out.stdout);
+        said.split("pid ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {out:?}"))
+    }
+
+    /// The child's lines from the flight recorder on stderr.
+    fn said(out: &Output) -> Vec<String> {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.starts_with("cmsafe: flight recorder"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    const AT_EXIT: &str = "ffi::flight::tests::the_dump_at_exit_is_a_new_file_of_its_own";
+
+    /// What the dump at exit does with each kind of name: a new file, 0600, made; `%p` the pid;
+    /// an existing file, a symlink (to a file, or dangling) or a FIFO at the name never opened,
+    /// the dump beside it as NAME.<pid>, said on stderr; the exit never blocks.
+    #[test]
+    fn the_dump_at_exit_is_a_new_file_of_its_own() {
+        if child_part().is_some() {
+            println!("pid {}", std::process::id());
+            return make_three_events();
+        }
+        let run = |setting: &Path| {
+            let out = rerun_within(
+                AT_EXIT,
+                "exit",
+                &[("CMSAFE_FLIGHT_DUMP", os(setting))],
+                Duration::from_secs(20),
+            )
+            .expect("the exit blocked");
+            assert!(out.status.success(), "{out:?}");
+            let pid = pid_of(&out);
+            (out, pid)
+        };
+
+        // A new name: the dump, 0600, nothing said.
+        let d = Dir::new("new");
+        let (out, _) = run(&d.0.join("dump"));
+        assert_eq!(d.names(), ["dump"]);
+        assert_eq!(dumped_types(&d.0.join("dump")), TYPES);
+        assert_eq!(mode(&d.0.join("dump")), 0o600);
+        assert_eq!(said(&out), Vec::<String>::new());
+
+        // %p: the pid.
+        let d = Dir::new("pid");
+        let (_, pid) = run(&d.0.join("dump.%p.json"));
+        assert_eq!(d.names(), [format!("dump.{pid}.json")]);
+        assert_eq!(dumped_types(&d.0.join(format!("dump.{pid}.json"))), TYPES);
+
+        // Names that exist: a file (left with its content and mode), a symlink to one (never
+        // followed), a dangling one (its target never made), a FIFO (never opened: the exit
+        // would block on it for good).
+        let d = Dir::new("exists");
+        let theirs = d.0.join("file");
+        std::fs::write(&theirs, "theirs\n").unwrap();
+        std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        std::os::unix::fs::symlink(&theirs, d.0.join("link")).unwrap();
+        std::os::unix::fs::symlink(d.0.join("made"), d.0.join("dangling")).unwrap();
+        let fifo = std::ffi::CString::new(d.0.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o666) }, 0);
+        for name in ["file", "link", "dangling", "fifo"] {
+            let at = d.0.join(name);
+            let (out, pid) = run(&at);
+            let aside = d.0.join(format!("{name}.{pid}"));
+            assert_eq!(dumped_types(&aside), TYPES, "{name}");
+            assert_eq!(mode(&aside), 0o600, "{name}");
+            assert_eq!(
+                said(&out),
+                [format!(
+                    "cmsafe: flight recorder: {} exists: the dump goes to {}",
+                    at.display(),
+                    aside.display()
+                )],
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs\n");
+        assert_eq!(mode(&theirs), 0o644);
+        assert!(
+            !d.0.join("made").exists(),
+            "the dangling link's target made"
+        );
+        assert!(std::fs::symlink_metadata(d.0.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+    }
+
+    const FORK: &str = "ffi::flight::tests::a_forked_child_dumps_to_a_file_of_its_own";
+
+    /// A child forked after the setting was read dumps at its exit to NAME.<its pid>, never
+    /// over its parent's NAME.
+    #[test]
+    fn a_forked_child_dumps_to_a_file_of_its_own() {
+        use cmsafe_core::cm::rdma_cm_event_type::RDMA_CM_EVENT_REJECTED;
+        if child_part().is_some() {
+            make_three_events();
+            // SAFETY: the child copies an event and exits; this test runs alone in its process.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                make_events(&[RDMA_CM_EVENT_REJECTED]);
+                // SAFETY: exit(3) runs the atexit handlers: the dump.
+                unsafe { libc::exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: our own child; a live out pointer.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert_eq!(status, 0);
+            println!("pid {pid}");
+            return;
+        }
+        let d = Dir::new("fork");
+        let out = rerun_with(
+            FORK,
+            "fork",
+            &[("CMSAFE_FLIGHT_DUMP", os(&d.0.join("dump")))],
+        );
+        assert!(out.status.success(), "{out:?}");
+        // The forked child's pid.
+        let forked = pid_of(&out);
+        assert_eq!(d.names(), ["dump".to_string(), format!("dump.{forked}")]);
+        assert_eq!(dumped_types(&d.0.join("dump")), TYPES);
+        assert_eq!(
+            dumped_types(&d.0.join(format!("dump.{forked}"))),
+            [&TYPES[..], &["REJECTED"]].concat()
+        );
+    }
+
+    const ABORT: &str = "ffi::flight::tests::a_misuse_aborts_at_once_whatever_is_at_the_name";
+
+    /// A misuse's abort dumps the recorder: with a FIFO at the name, beside it, and the abort
+    /// comes (it used to block on the FIFO for good).
+    #[test]
+    fn a_misuse_aborts_at_once_whatever_is_at_the_name() {
+        if child_part().is_some() {
+            println!("pid {}", std::process::id());
+            make_three_events();
+            let buf = cmsafe_core::PrivateData::copy_from(b"token")
+                .unwrap()
+                .into_raw() as *const super::super::cmsafe_buf;
+            super::super::buf::cmsafe_buf_release(buf);
+            super::super::buf::cmsafe_buf_release(buf);
+            return;
+        }
+        let d = Dir::new("abort");
+        let fifo = d.0.join("dump");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        let out = rerun_within(
+            ABORT,
+            "abort",
+            &[("CMSAFE_FLIGHT_DUMP", os(&fifo))],
+            Duration::from_secs(20),
+        )
+        .expect("the abort blocked");
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}");
+        let pid = pid_of(&out);
+        assert_eq!(dumped_types(&d.0.join(format!("dump.{pid}"))), TYPES);
+    }
+
+    const FULL: &str = "ffi::flight::tests::a_dump_cut_short_by_a_full_disk_is_said_once";
+
+    /// A dump whose write fails (a file size limit stands for a full disk: EFBIG) is said on
+    /// stderr, once, with the file's name.
+    #[test]
+    fn a_dump_cut_short_by_a_full_disk_is_said_once() {
+        if child_part().is_some() {
+            let limit = libc::rlimit {
+                rlim_cur: 200,
+                rlim_max: 200,
+            };
+            // SAFETY: a live struct; SIGXFSZ ignored so that the write fails with EFBIG.
+            unsafe {
+                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            }
+            return make_three_events();
+        }
+        let d = Dir::new("full");
+        let dump = d.0.join("dump");
+        let out = rerun_with(FULL, "full", &[("CMSAFE_FLIGHT_DUMP", os(&dump))]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(std::fs::metadata(&dump).unwrap().len(), 200);
+        assert_eq!(
+            said(&out),
+            [format!(
+                "cmsafe: flight recorder: writing the dump {} failed (errno {}): it is cut short",
+                dump.display(),
+                libc::EFBIG
+            )]
+        );
     }
 }

@@ -86,8 +86,9 @@ pub mod test_child {
     use std::ffi::OsStr;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
-    use std::process::{Command, Output};
+    use std::process::{Command, Output, Stdio};
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
 
     /// The part a test asked for when it runs again as a child (see [`rerun`]).
     pub fn child_part() -> Option<String> {
@@ -106,6 +107,33 @@ pub mod test_child {
         child(&std::env::current_exe().unwrap(), name, part, env)
             .output()
             .unwrap()
+    }
+
+    /// [`rerun_with`], given `limit` to finish: None when it did not (the child is killed),
+    /// for a test of something that must not block.
+    pub fn rerun_within(
+        name: &str,
+        part: &str,
+        env: &[(&str, &OsStr)],
+        limit: Duration,
+    ) -> Option<Output> {
+        let mut c = child(&std::env::current_exe().unwrap(), name, part, env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + limit;
+        // What the child says is small (a pipe holds it all until it ends).
+        while c.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(c.wait_with_output().unwrap())
     }
 
     fn child(exe: &Path, name: &str, part: &str, env: &[(&str, &OsStr)]) -> Command {

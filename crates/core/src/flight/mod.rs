@@ -24,10 +24,12 @@
 pub(crate) mod ring;
 
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use crate::errno::Errno;
+use crate::outfile::{self, Template, WriteFailures};
 use crate::stderr::FdOut;
 use ring::{Ring, Scale, RING};
 
@@ -41,7 +43,10 @@ pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
 
 /// Where the dump at exit and on a misuse's abort goes (`CMSAFE_FLIGHT_DUMP`); read without a
 /// lock or an allocation on the abort path.
-static DUMP_PATH: OnceLock<CString> = OnceLock::new();
+static DUMP_PATH: OnceLock<Template> = OnceLock::new();
+
+/// The dumps to that path whose writes failed.
+static DUMP_WRITES: WriteFailures = WriteFailures::new();
 
 /// Sets the ring's size to `events` records (0 turns the recorder off). A new ring starts
 /// empty: the records of the one it replaces are dropped, and its memory stays mapped (a
@@ -127,46 +132,92 @@ fn dump_ring(
     }
 }
 
-/// Sets where the dump at exit and on a misuse's abort goes; the first path set stays.
+/// Sets where the dump at exit and on a misuse's abort goes (`CMSAFE_FLIGHT_DUMP`, `%p` the
+/// pid), owned by the calling process (see `outfile::Template`); the first path set stays, an
+/// empty one sets none.
 pub fn set_dump_path(path: CString) {
-    let _ = DUMP_PATH.set(path);
+    if let Some(t) = Template::new(path) {
+        let _ = DUMP_PATH.set(t);
+    }
 }
 
-/// The dump at exit, or on a misuse's abort: to the path set, else (`or_stderr`) to stderr.
-/// A failure is said on stderr. No allocation and no lock.
+/// The dump's path setting, if one was set.
+pub fn dump_path() -> Option<&'static Template> {
+    DUMP_PATH.get()
+}
+
+/// Failed writes of the dumps at exit and on a misuse's abort, said on stderr once.
+pub fn dump_write_failures() -> &'static WriteFailures {
+    &DUMP_WRITES
+}
+
+/// The dump at exit, or on a misuse's abort: to a new file of this process's own at the path
+/// set (`outfile::create`: beside a name that exists, said on stderr), else (`or_stderr`) to
+/// stderr. A failure is said on stderr; a failed write is counted and said once. No allocation
+/// and no lock.
 pub fn dump_to_path(or_stderr: bool) {
     if size() == 0 {
         return;
     }
-    let fd = match DUMP_PATH.get() {
-        // SAFETY: a NUL-terminated path; the flags and mode are plain integers.
-        Some(path) => unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o644,
-            )
-        },
-        None if or_stderr => 2,
-        None => return,
-    };
-    if fd < 0 {
-        // The errno's number: its text (io::Error's Display) would allocate.
-        let e = crate::errno::get();
-        crate::stderr::line(format_args!(
-            "cmsafe: flight recorder: cannot open CMSAFE_FLIGHT_DUMP (errno {e})"
-        ));
+    let Some(template) = DUMP_PATH.get() else {
+        if or_stderr {
+            dump_counted(2, None);
+        }
         return;
+    };
+    let path = match template.path() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::stderr::line(format_args!(
+                "cmsafe: flight recorder: no dump: CMSAFE_FLIGHT_DUMP {} (errno {e})",
+                template.text().to_bytes().escape_ascii()
+            ));
+            return;
+        }
+    };
+    let made = outfile::create(path);
+    let file = match made.file {
+        Ok(f) => f,
+        Err(e) => {
+            // The errno's number: its text (io::Error's Display) would allocate.
+            crate::stderr::line(format_args!(
+                "cmsafe: flight recorder: cannot create the dump {} (errno {e})",
+                made.path.escaped()
+            ));
+            return;
+        }
+    };
+    if made.renamed {
+        if let Ok(asked) = template.path() {
+            crate::stderr::line(format_args!(
+                "cmsafe: flight recorder: {} exists: the dump goes to {}",
+                asked.escaped(),
+                made.path.escaped()
+            ));
+        }
     }
+    dump_counted(file.as_raw_fd(), Some(&made.path));
+}
+
+/// `dump(fd)`, its write failure counted in [`dump_write_failures`] and said once, naming the
+/// file at `path` (None: stderr, where nothing could be said).
+fn dump_counted(fd: i32, path: Option<&outfile::Path>) {
     if let Err(e) = dump(fd) {
+        write_failed(&DUMP_WRITES, e, path);
+    }
+}
+
+/// Counts a dump's failed write in `failures`; the first is said on stderr, naming the file at
+/// `path` (None: stderr itself, where nothing can be said). True when it was the first.
+fn write_failed(failures: &WriteFailures, e: Errno, path: Option<&outfile::Path>) -> bool {
+    let first = failures.count(e);
+    if let (true, Some(path)) = (first, path) {
         crate::stderr::line(format_args!(
-            "cmsafe: flight recorder: dump failed (errno {e})"
+            "cmsafe: flight recorder: writing the dump {} failed (errno {e}): it is cut short",
+            path.escaped()
         ));
     }
-    if fd != 2 {
-        // SAFETY: our own descriptor, opened above.
-        unsafe { libc::close(fd) };
-    }
+    first
 }
 
 #[cfg(test)]
@@ -418,6 +469,29 @@ mod tests {
             .collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]));
         assert!(seqs.iter().all(|&s| s > last - 64 && s <= last));
+    }
+
+    /// A dump to a full device fails with ENOSPC, each failure counted, the first said.
+    #[test]
+    fn a_dump_to_a_full_device_is_counted() {
+        let ring = Ring::new(4).unwrap();
+        for seq in 1..=4 {
+            ring.record(seq, |_| w(seq));
+        }
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let failures = WriteFailures::new();
+        for first in [true, false] {
+            let e = dump_ring(ring, full.as_raw_fd(), no_held).unwrap_err();
+            assert_eq!(e, libc::ENOSPC);
+            assert_eq!(write_failed(&failures, e, None), first);
+        }
+        assert_eq!(
+            (failures.failed(), failures.first_errno()),
+            (2, libc::ENOSPC)
+        );
     }
 
     /// The process's recorder, through the copy and release an API fetch makes.
