@@ -538,15 +538,18 @@ int cmsafe_flight_set_size(size_t n);
  * Ownership: `fd` stays the caller's, open, at its new offset. NULL: none.
  *
  * Threads: any, while other threads fetch and release: the dump takes no lock and stops no
- * writer. It allocates nothing, so a program may call it from its own crash handler (but
- * write(2) to a closed pipe raises SIGPIPE as any write does). It reads every slot of
- * cmsafe's pool once per copy still held, so it is meant for rare calls, not a loop.
+ * writer. It calls no malloc, so a program may call it from its own crash handler (but
+ * write(2) to a closed pipe raises SIGPIPE as any write does). Its time is linear in the
+ * ring's size and cmsafe's pool: it reads each slot of both once or twice (32,000 copies held
+ * take milliseconds), but it is meant for rare calls, not a loop.
  *
- * System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe), and
- * one clock_gettime(2) (through the vDSO where the clocksource allows).
+ * System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe);
+ * one clock_gettime(2) (through the vDSO where the clocksource allows); while copies are still
+ * held, one mmap(2) and munmap(2) of an index of them (56 bytes a ring slot).
  *
  * Returns the number of records written (0 with the recorder off), or -1 with errno: EBADF
- * (`fd` < 0), or the errno of the write(2) that failed (what came before it was written).
+ * (`fd` < 0), ENOMEM (no memory for the index of the copies held: nothing was written), or the
+ * errno of the write(2) that failed (what came before it was written).
  */
 int cmsafe_flight_dump(int fd);
 

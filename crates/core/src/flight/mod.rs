@@ -10,8 +10,8 @@
 //! reader that skips a record being written.
 //!
 //! An event is recorded once, when its copy's last reference is released: until then the copy
-//! holds everything the record would, and the dump reads a copy still held from its slot
-//! (`event::held_after`). So each event costs one ring write, with its release time.
+//! holds everything the record would, and the dump reads the copies still held from their slots
+//! in one walk of the pool (`event::for_each_held`, `held`). So each event costs one ring write, with its release time.
 //!
 //! Times: the fetch time is the copy's own (CLOCK_MONOTONIC_COARSE). The API acks in the call
 //! that fetched, before it returns and microseconds after the copy, well inside the coarse
@@ -21,6 +21,8 @@
 //! the ring was made and at the dump. Where the counter is not the kernel's clocksource, or the
 //! process made it fault (prctl PR_SET_TSC), the release reads the coarse clock instead.
 
+mod held;
+mod mapping;
 pub(crate) mod ring;
 
 use std::ffi::CString;
@@ -84,43 +86,33 @@ pub fn dropped() -> u64 {
 
 /// Writes the last N events, oldest first, as JSON lines to `fd`: those released from the ring
 /// (one being written meanwhile is skipped), those still held from their copies. Returns how
-/// many were written; Err(errno) of the first write(2) that failed. Allocates nothing and takes
-/// no lock: the misuse's abort path calls it.
+/// many were written; Err(errno) of the first write(2) that failed, or ENOMEM when the index of
+/// the copies held could not be mapped (nothing written). Allocates nothing and takes no lock:
+/// the misuse's abort path calls it. One walk of the pool and two of the ring: linear in both.
 pub fn dump(fd: i32) -> Result<u64, Errno> {
     match ring::ring() {
-        Some(ring) => dump_ring(ring, fd, crate::event::held_after),
+        Some(ring) => dump_ring(ring, fd, crate::event::for_each_held),
         None => Ok(0),
     }
 }
 
-/// The dump of `ring`, with the copies still held that `held(after)` gives: the one with the
-/// lowest sequence number above `after`.
+/// The dump of `ring`, with the copies still held that `walk` gives (each with its sequence
+/// number and record), in one call.
 fn dump_ring(
     ring: &Ring,
     fd: i32,
-    held: impl Fn(u64) -> Option<(u64, ring::Words)>,
+    walk: impl FnOnce(&mut dyn FnMut(u64, ring::Words)),
 ) -> Result<u64, Errno> {
     let scale = Scale::of(ring);
+    let held = held::HeldIndex::build(ring.mask, walk)?;
     // The newest event, released or held: the last N sequence numbers up to it.
-    let mut newest_held = 0;
-    let mut after = 0;
-    while let Some((seq, _)) = held(after) {
-        newest_held = seq;
-        after = seq;
-    }
-    let last = ring.last().max(newest_held);
+    let last = ring.last().max(held.newest());
     let first = last.saturating_sub(ring.events - 1).max(1);
-    let mut next_held = held(first - 1);
     let mut out = FdOut::new(fd);
     let mut written = 0;
     for seq in first..=last {
-        let from_ring = ring.slot(seq).read(seq);
-        let from_copy = next_held.filter(|&(s, _)| s == seq);
-        if from_copy.is_some() {
-            next_held = held(seq);
-        }
         // Released during the dump, a copy may be in both: the ring's record has its release.
-        if let Some(w) = from_ring.or(from_copy.map(|(_, w)| w)) {
+        if let Some(w) = ring.slot(seq).read(seq).or_else(|| held.get(seq)) {
             ring::line(&mut out, seq, &w, &scale);
             written += 1;
         }
@@ -263,9 +255,7 @@ mod tests {
         (n, text.lines().map(str::to_owned).collect())
     }
 
-    fn no_held(_: u64) -> Option<(u64, Words)> {
-        None
-    }
+    fn no_held(_: &mut dyn FnMut(u64, Words)) {}
 
     fn dump_lines(ring: &Ring) -> (u64, Vec<String>) {
         lines_of(|fd| dump_ring(ring, fd, no_held))
@@ -361,17 +351,17 @@ mod tests {
         for seq in [1, 2, 4] {
             ring.record(seq, |_| w(seq));
         }
-        let held = |after: u64| {
-            [3u64, 5]
-                .into_iter()
-                .find(|&s| s > after)
-                .map(|s| (s, w(s)))
+        // Given in any order, as a walk of the pool finds them; 1 is outside the window.
+        let held = |f: &mut dyn FnMut(u64, Words)| {
+            for s in [5u64, 1, 3] {
+                f(s, w(s));
+            }
         };
         let (n, lines) = lines_of(|fd| dump_ring(ring, fd, held));
         assert_eq!(n, 4);
         assert_eq!(lines, [2, 3, 4, 5].map(line_of));
         // A copy released while the dump runs is in both: printed once, from the ring.
-        let held = |after: u64| (after < 4).then(|| (4, w(4)));
+        let held = |f: &mut dyn FnMut(u64, Words)| f(4, w(4));
         assert_eq!(
             lines_of(|fd| dump_ring(ring, fd, held)).1,
             [1, 2, 4].map(line_of)
@@ -494,10 +484,92 @@ mod tests {
         );
     }
 
+    /// The tests of the process's recorder (`set_size`, `dump`), one at a time.
+    static PROCESS_RING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn process_ring() -> std::sync::MutexGuard<'static, ()> {
+        PROCESS_RING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `n` copies of events, held, made as an API fetch makes them; the cm_ids they name.
+    fn held_copies(n: usize) -> (Vec<crate::event::Event>, Box<crate::cm::rdma_cm_id>) {
+        // SAFETY: plain data; all-zero is valid (an id with no addresses yet).
+        let mut id: Box<crate::cm::rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        let copies = (0..n)
+            .map(|_| {
+                // SAFETY: plain data; all-zero is valid.
+                let mut raw: crate::cm::rdma_cm_event = unsafe { std::mem::zeroed() };
+                raw.event = RDMA_CM_EVENT_ESTABLISHED;
+                raw.id = &mut *id;
+                // SAFETY: a valid event; its id outlives the copy (the caller keeps both).
+                unsafe { crate::event::Event::copy_to_ack(&raw) }.unwrap()
+            })
+            .collect();
+        (copies, id)
+    }
+
+    /// The copies still held are found in one walk of the pool, however many there are (a walk
+    /// per copy made the dump quadratic: 32,000 held copies took 23.5 s).
+    #[test]
+    fn held_copies_are_found_in_one_walk_of_the_pool() {
+        let _ring = process_ring();
+        set_size(4096).unwrap();
+        const HELD: usize = 1000;
+        let (copies, _id) = held_copies(HELD);
+        crate::pool::WALKED.set(0);
+        let (_, lines) = lines_of(dump);
+        let walked = crate::pool::WALKED.get();
+        // One walk now: no fewer slots than the dump's walks met (slots are only ever added).
+        crate::pool::WALKED.set(0);
+        crate::event::live_events();
+        let one_walk = crate::pool::WALKED.get();
+        assert!(one_walk >= HELD as u64);
+        assert!(
+            walked <= one_walk,
+            "the dump visited {walked} slots, one walk {one_walk}"
+        );
+        // And each copy held is there.
+        for c in &copies {
+            let key = format!("\"seq\":{},", c.seq());
+            assert_eq!(
+                lines.iter().filter(|l| l.contains(&key)).count(),
+                1,
+                "{key}"
+            );
+        }
+    }
+
+    /// The dump's time with many copies held, for bench/README.md ("The dump's time"):
+    /// `cargo test --release -p cmsafe-core dump_time -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn dump_time_with_copies_held() {
+        let _ring = process_ring();
+        set_size(32768).unwrap();
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        for held in [1000, 8000, 32000] {
+            let (copies, _id) = held_copies(held);
+            let start = std::time::Instant::now();
+            let n = dump(null.as_raw_fd()).unwrap();
+            println!(
+                "flight dump: {held} copies held, {n} records: {:.1} ms",
+                start.elapsed().as_secs_f64() * 1e3
+            );
+            drop(copies);
+        }
+        set_size(0).unwrap();
+    }
+
     /// The process's recorder, through the copy and release an API fetch makes.
     #[test]
     fn a_copy_is_dumped_while_held_and_recorded_at_its_release() {
         use crate::cm::rdma_cm_event;
+        let _ring = process_ring();
         set_size(4096).unwrap();
         assert_eq!(size(), 4096);
         // SAFETY: plain data; all-zero is valid.

@@ -4,7 +4,7 @@
 //! A record is written once, when the copy's last reference is released (the event's, or its
 //! private data buffer's): everything it holds is in the copy's slot until then, so an event
 //! costs one write here, with its release time, and a copy still held is read from its slot by
-//! the dump (`event::held_after`). The release time is the CPU's counter (one instruction,
+//! the dump (`event::for_each_held`). The release time is the CPU's counter (one instruction,
 //! where a clock_gettime(2) through the vDSO costs as much as the rest of the record), scaled
 //! to CLOCK_MONOTONIC by the dump.
 
