@@ -500,10 +500,17 @@ int cmsafe_event_copy(const struct rdma_cm_event *raw,
  * nothing here: it writes its own report (cmsafe-audit(1)).
  *
  * When to call: best once, at start, before events are fetched. Each call with a new size
- * starts an empty ring: the records held so far are dropped, and the replaced ring's memory
- * (64 bytes a record) stays allocated until exit, since another thread may still be writing
- * in it. A call with the size in place changes nothing and keeps the records. `n` is kept as
- * given (a dump prints at most `n` records); the ring holds the next power of two.
+ * starts an empty ring: the records held so far are dropped. A call with the size in place
+ * changes nothing and keeps the records. `n` is kept as given (a dump prints at most `n`
+ * records); the ring holds the next power of two.
+ *
+ * Address space: each ring size (a power of two) is mapped once, at its first use, and reused
+ * whenever a size of that power of two is set again; it stays mapped until exit, since another
+ * thread may still be writing in it (such a writer's late record never shows in a dump of the
+ * ring's later use, nor replaces one of its records). So however often the size changes, the
+ * rings take at most twice the largest ring set so far (64 bytes a record of the ring's
+ * power of two) and a page for each power of two used: 128 MiB and 21 pages at most, for
+ * CMSAFE_FLIGHT_MAX_EVENTS.
  *
  * Threads: any; events recorded on other threads during the call go to the old ring or the
  * new one.

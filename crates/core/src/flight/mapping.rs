@@ -39,6 +39,11 @@ impl Mapping {
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
+
+    /// Its length, as asked for (the kernel rounds it up to whole pages).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for Mapping {

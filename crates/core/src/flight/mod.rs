@@ -2,16 +2,21 @@
 //! status, cm_id, listen id and its fetch, ack and release times, in a fixed ring that a dump
 //! copies out as JSON lines while events are still being recorded.
 //!
-//! The ring (`ring`) is one mapping made when its size is set (`set_size`: at load by
-//! libcmsafe, from `CMSAFE_FLIGHT_EVENTS` or the default), so recording an event allocates
-//! nothing and makes no system call. Records go to the slot their sequence number names (the
-//! ring's length is a power of two), so the ring holds the latest records in sequence order
-//! with no shared index to contend on. Each slot is a `cmsafe_sync::SeqRecord`: many writers, a
-//! reader that skips a record being written.
+//! The ring (`ring`) is one mapping made when its size is first set (`set_size`: at load by
+//! libcmsafe, from `CMSAFE_FLIGHT_EVENTS` or the default), and reused when a size of its power
+//! of two is set again, so recording an event allocates nothing and makes no system call.
+//! Records go to the slot their sequence number names (the ring's length is a power of two),
+//! so the ring holds the latest records in sequence order with no shared index to contend on.
+//! Each slot is a `cmsafe_sync::SeqRecord`: many writers, a reader that skips a record being
+//! written.
 //!
 //! An event is recorded once, when its copy's last reference is released: until then the copy
-//! holds everything the record would, and the dump reads the copies still held from their slots
-//! in one walk of the pool (`event::for_each_held`, `held`). So each event costs one ring write, with its release time.
+//! holds everything the record would, and the dump reads the copies still held from their
+//! slots, in one walk of the pool (`event::for_each_held`, `held`). So each event costs one
+//! ring write, with its release time.
+//!
+//! The dumps at exit and on a misuse's abort go to `CMSAFE_FLIGHT_DUMP`, a new file of the
+//! process's own (`outfile`).
 //!
 //! Times: the fetch time is the copy's own (CLOCK_MONOTONIC_COARSE). The API acks in the call
 //! that fetched, before it returns and microseconds after the copy, well inside the coarse
@@ -50,11 +55,13 @@ static DUMP_PATH: OnceLock<Template> = OnceLock::new();
 /// The dumps to that path whose writes failed.
 static DUMP_WRITES: WriteFailures = WriteFailures::new();
 
-/// Sets the ring's size to `events` records (0 turns the recorder off). A new ring starts
-/// empty: the records of the one it replaces are dropped, and its memory stays mapped (a
-/// writer may still be in it), so a program sets the size once, at start. Setting the size
-/// the ring has keeps it and its records. Errors: EINVAL (more than [`MAX_FLIGHT_EVENTS`]),
-/// ENOMEM (the mapping failed: the ring in place stays).
+/// Sets the ring's size to `events` records (0 turns the recorder off). A new size starts an
+/// empty ring: the records of the one it replaces are dropped. Each power of two of sizes has
+/// one ring, mapped at its first use and reused from then on, never unmapped (a writer may
+/// still be in it): the rings' address space stays within twice the largest one's and a page
+/// for each power of two ([`mapped`]). Setting the size the ring has keeps it and its records.
+/// Errors: EINVAL (more than [`MAX_FLIGHT_EVENTS`]), ENOMEM (the mapping failed: the ring in
+/// place stays).
 pub fn set_size(events: usize) -> Result<(), Errno> {
     if events > MAX_FLIGHT_EVENTS {
         return Err(libc::EINVAL);
@@ -65,18 +72,26 @@ pub fn set_size(events: usize) -> Result<(), Errno> {
         RING.store(std::ptr::null_mut(), Ordering::Release);
         return Ok(());
     }
-    if ring::ring().is_some_and(|r| r.events == events as u64) {
+    if ring::ring().is_some_and(|r| r.events() == events as u64) {
         return Ok(());
     }
-    let ring = Ring::new(events)?;
-    // Release: the header is seen by whoever loads the pointer.
+    let ring = ring::of_size(events)?;
+    ring.start(events, crate::event::copied() + 1);
+    // Release: the ring's start is seen by whoever loads the pointer.
     RING.store(ring as *const Ring as *mut Ring, Ordering::Release);
     Ok(())
 }
 
+/// The address space of the rings mapped so far, in bytes as asked of mmap(2): at most twice
+/// the largest ring's (64 bytes a slot, the size rounded up to a power of two) and the header
+/// of each power of two used (the kernel rounds each up to whole pages).
+pub fn mapped() -> usize {
+    ring::mapped()
+}
+
 /// The records a dump prints at most: the size set (0: off).
 pub fn size() -> usize {
-    ring::ring().map_or(0, |r| r.events as usize)
+    ring::ring().map_or(0, |r| r.events() as usize)
 }
 
 /// Records the ring in place dropped (see `Ring::dropped`); 0 when the recorder is off.
@@ -104,15 +119,16 @@ fn dump_ring(
     walk: impl FnOnce(&mut dyn FnMut(u64, ring::Words)),
 ) -> Result<u64, Errno> {
     let scale = Scale::of(ring);
+    let (since, events) = (ring.since(), ring.events());
     let held = held::HeldIndex::build(ring.mask, walk)?;
     // The newest event, released or held: the last N sequence numbers up to it.
-    let last = ring.last().max(held.newest());
-    let first = last.saturating_sub(ring.events - 1).max(1);
+    let last = ring.last(since).max(held.newest());
+    let first = last.saturating_sub(events - 1).max(1);
     let mut out = FdOut::new(fd);
     let mut written = 0;
     for seq in first..=last {
         // Released during the dump, a copy may be in both: the ring's record has its release.
-        if let Some(w) = ring.slot(seq).read(seq).or_else(|| held.get(seq)) {
+        if let Some(w) = ring.read(seq, since).or_else(|| held.get(seq)) {
             ring::line(&mut out, seq, &w, &scale);
             written += 1;
         }
@@ -530,15 +546,174 @@ mod tests {
             walked <= one_walk,
             "the dump visited {walked} slots, one walk {one_walk}"
         );
-        // And each copy held is there.
+        // And each copy held is there, once.
+        let dumped = seqs(&lines);
         for c in &copies {
-            let key = format!("\"seq\":{},", c.seq());
-            assert_eq!(
-                lines.iter().filter(|l| l.contains(&key)).count(),
-                1,
-                "{key}"
-            );
+            let times = dumped.iter().filter(|&&s| s == c.seq()).count();
+            assert_eq!(times, 1, "copy {} dumped {times} times", c.seq());
         }
+    }
+
+    /// The process's address space, from /proc/self/status.
+    fn vm_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.trim().strip_suffix(" kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap();
+        kb << 10
+    }
+
+    /// The sequence numbers of the dump's lines.
+    fn seqs(lines: &[String]) -> Vec<u64> {
+        lines
+            .iter()
+            .map(|l| {
+                l.split(',').nth(1).unwrap()["\"seq\":".len()..]
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// 2,000 changes of size, off and on and between sizes, each with an event recorded: the
+    /// rings are reused, so the address space stays within the bound (a ring mapped per change
+    /// took 131 GB for 2,000 cycles at the largest size), and the records made after the last
+    /// change are the dump's, those of before none of it.
+    #[test]
+    fn size_changes_reuse_rings_within_the_bound() {
+        let _ring = process_ring();
+        // The pool reserves its address space at its first copy: before the count.
+        drop(held_copies(1));
+        let before = vm_size();
+        let sizes = [
+            MAX_FLIGHT_EVENTS,
+            0,
+            4096,
+            3,
+            MAX_FLIGHT_EVENTS - 1,
+            0,
+            1000,
+            1,
+        ];
+        let mut earlier = Vec::new();
+        for i in 0..2000 {
+            set_size(sizes[i % sizes.len()]).unwrap();
+            let (copies, _id) = held_copies(1);
+            earlier.push(copies[0].seq());
+        }
+        let grown = vm_size().saturating_sub(before);
+        // The recorder's count: one ring per power of two, twice the largest at most.
+        let bound = 2 * 64 * MAX_FLIGHT_EVENTS + 21 * std::mem::size_of::<Ring>();
+        assert!(mapped() <= bound, "{} bytes mapped", mapped());
+        assert!(
+            mapped() >= 64 * MAX_FLIGHT_EVENTS,
+            "the largest ring counted"
+        );
+        // The kernel's: the process's address space grew by the rings' at most, and what the
+        // tests running meanwhile map (their threads' stacks and malloc arenas: a few hundred
+        // MB), far from a ring a change (32 GB).
+        assert!(
+            grown as usize <= bound + (1 << 30),
+            "the address space grew by {grown} bytes, {} mapped",
+            mapped()
+        );
+        // Records after the changes: those made since the last, whole; none of before.
+        set_size(4096).unwrap();
+        let (copies, _id) = held_copies(5);
+        let mine: Vec<u64> = copies.iter().map(|c| c.seq()).collect();
+        drop(copies);
+        let (_, lines) = lines_of(dump);
+        let dumped = seqs(&lines);
+        for (l, seq) in lines.iter().zip(&dumped) {
+            if mine.contains(seq) {
+                assert!(l.contains("\"type\":\"ESTABLISHED\""), "{l}");
+                assert!(!l.ends_with("\"release_ns\":null}"), "released: {l}");
+            }
+        }
+        assert_eq!(
+            dumped.iter().filter(|s| mine.contains(s)).count(),
+            mine.len(),
+            "{lines:?}"
+        );
+        let stale: Vec<&u64> = dumped.iter().filter(|s| earlier.contains(s)).collect();
+        assert!(stale.is_empty(), "records of before the change: {stale:?}");
+    }
+
+    /// A ring reused for a new size: what it held from its earlier use is not printed, nor is
+    /// what a writer still in it from then puts there now (a record its writer claimed before
+    /// and fills after), nor can such a writer replace a record of the present use; records
+    /// of the present use are printed whole.
+    #[test]
+    fn a_writer_from_a_ring_s_earlier_use_never_shows_in_its_dump() {
+        let _ring = process_ring();
+        // Sequence numbers far above any copy's: other tests' copies released into the
+        // process's ring meanwhile never replace these.
+        const BASE: u64 = 1 << 40;
+        set_size(8).unwrap();
+        let ring = ring::ring().unwrap();
+        let with_release = |seq: u64, release: u64| {
+            let mut words = w(seq);
+            words[5] = release;
+            words
+        };
+        // The earlier use: records BASE+1 to BASE+6, released long ago (time 1), and a writer
+        // of BASE+7 that claimed its slot and stopped.
+        for seq in BASE + 1..=BASE + 6 {
+            assert!(ring.slot(seq).write(seq, with_release(seq, 1)));
+        }
+        let late = ring.slot(BASE + 7).claim_older(BASE + 7).unwrap();
+        set_size(16).unwrap();
+        set_size(8).unwrap();
+        let again = ring::ring().unwrap();
+        assert!(std::ptr::eq(ring, again), "the ring of 8 reused");
+        let since = ring.since();
+        // The present use: BASE+9, BASE+10, BASE+13, released after it began.
+        for seq in [BASE + 9, BASE + 10, BASE + 13] {
+            assert!(ring.slot(seq).write(seq, with_release(seq, since.time + 1)));
+        }
+        // The writer from the earlier use fills its record (its release time read then), and
+        // another one's BASE+5 finds BASE+13 in its slot.
+        late.fill(with_release(BASE + 7, since.time - 1));
+        assert!(!ring
+            .slot(BASE + 5)
+            .write(BASE + 5, with_release(BASE + 5, since.time + 2)));
+        let (n, lines) = dump_lines(ring);
+        assert_eq!(seqs(&lines), [BASE + 9, BASE + 10, BASE + 13], "{lines:?}");
+        assert_eq!(n, 3);
+        for (l, seq) in lines.iter().zip([BASE + 9, BASE + 10, BASE + 13]) {
+            let whole = line_of(seq);
+            assert!(l.starts_with(&whole[..whole.len() - "null}".len()]), "{l}");
+        }
+    }
+
+    /// A record is the ring's present use's when released after it began, or in its tick by
+    /// a copy made since.
+    #[test]
+    fn a_record_of_the_present_use_is_told_by_its_release_then_its_seq() {
+        let ring = Ring::new(4).unwrap();
+        ring.start(4, 100);
+        let since = ring.since();
+        let at = |release: u64| {
+            let mut words = w(1);
+            words[5] = release;
+            words
+        };
+        assert!(since.current(1, &at(since.time + 1)), "released after");
+        assert!(!since.current(1000, &at(since.time - 1)), "released before");
+        assert!(
+            since.current(100, &at(since.time)),
+            "same tick, copied after"
+        );
+        assert!(
+            !since.current(99, &at(since.time)),
+            "same tick, copied before"
+        );
+        // A ring never reused: every record is its own.
+        let fresh = Ring::new(4).unwrap().since();
+        assert!(fresh.current(1, &at(0)) && fresh.current(1, &at(5)));
     }
 
     /// The dump's time with many copies held, for bench/README.md ("The dump's time"):
