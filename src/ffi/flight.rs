@@ -147,48 +147,15 @@ static SET_UP_AT_LOAD: extern "C" fn() = set_up;
 
 #[cfg(test)]
 mod tests {
-    use cmsafe_core::stderr::test_child::{child_part, rerun_setuid, rerun_with, rerun_within};
+    use cmsafe_core::stderr::test_child::{
+        child_part, rerun_setuid, rerun_with, rerun_within, TestDir,
+    };
     use std::ffi::OsStr;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::os::unix::process::ExitStatusExt;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::process::Output;
     use std::time::Duration;
-
-    /// A directory of a test's own, removed when dropped; others may read it (a setuid child
-    /// runs as nobody).
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(test: &str) -> Dir {
-            use std::os::unix::fs::PermissionsExt;
-            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let d = std::env::temp_dir().join(format!(
-                "cmsafe-flight-{test}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            ));
-            std::fs::create_dir(&d).unwrap();
-            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-            Dir(d)
-        }
-
-        /// The names in the directory, sorted.
-        fn names(&self) -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            v.sort();
-            v
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn os(p: &Path) -> &OsStr {
         p.as_os_str()
@@ -211,8 +178,8 @@ mod tests {
             );
             return;
         }
-        let d = Dir::new("setuid");
-        let dump = d.0.join("dump");
+        let d = TestDir::new("flight-setuid");
+        let dump = d.join("dump");
         let env = [
             ("CMSAFE_FLIGHT_EVENTS", OsStr::new("7")),
             ("CMSAFE_FLIGHT_DUMP", os(&dump)),
@@ -328,36 +295,36 @@ mod tests {
         };
 
         // A new name: the dump, 0600, nothing said.
-        let d = Dir::new("new");
-        let (out, _) = run(&d.0.join("dump"));
+        let d = TestDir::new("flight-new");
+        let (out, _) = run(&d.join("dump"));
         assert_eq!(d.names(), ["dump"]);
-        assert_eq!(dumped_types(&d.0.join("dump")), TYPES);
-        assert_eq!(mode(&d.0.join("dump")), 0o600);
+        assert_eq!(dumped_types(&d.join("dump")), TYPES);
+        assert_eq!(mode(&d.join("dump")), 0o600);
         assert_eq!(said(&out), Vec::<String>::new());
 
         // %p: the pid.
-        let d = Dir::new("pid");
-        let (_, pid) = run(&d.0.join("dump.%p.json"));
+        let d = TestDir::new("flight-pid");
+        let (_, pid) = run(&d.join("dump.%p.json"));
         assert_eq!(d.names(), [format!("dump.{pid}.json")]);
-        assert_eq!(dumped_types(&d.0.join(format!("dump.{pid}.json"))), TYPES);
+        assert_eq!(dumped_types(&d.join(format!("dump.{pid}.json"))), TYPES);
 
         // Names that exist: a file (left with its content and mode), a symlink to one (never
         // followed), a dangling one (its target never made), a FIFO (never opened: the exit
         // would block on it for good).
-        let d = Dir::new("exists");
-        let theirs = d.0.join("file");
+        let d = TestDir::new("flight-exists");
+        let theirs = d.join("file");
         std::fs::write(&theirs, "theirs\n").unwrap();
         std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .unwrap();
-        std::os::unix::fs::symlink(&theirs, d.0.join("link")).unwrap();
-        std::os::unix::fs::symlink(d.0.join("made"), d.0.join("dangling")).unwrap();
-        let fifo = std::ffi::CString::new(d.0.join("fifo").to_str().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&theirs, d.join("link")).unwrap();
+        std::os::unix::fs::symlink(d.join("made"), d.join("dangling")).unwrap();
+        let fifo = std::ffi::CString::new(d.join("fifo").to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o666) }, 0);
         for name in ["file", "link", "dangling", "fifo"] {
-            let at = d.0.join(name);
+            let at = d.join(name);
             let (out, pid) = run(&at);
-            let aside = d.0.join(format!("{name}.{pid}"));
+            let aside = d.join(format!("{name}.{pid}"));
             assert_eq!(dumped_types(&aside), TYPES, "{name}");
             assert_eq!(mode(&aside), 0o600, "{name}");
             assert_eq!(
@@ -372,11 +339,8 @@ mod tests {
         }
         assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs\n");
         assert_eq!(mode(&theirs), 0o644);
-        assert!(
-            !d.0.join("made").exists(),
-            "the dangling link's target made"
-        );
-        assert!(std::fs::symlink_metadata(d.0.join("fifo"))
+        assert!(!d.join("made").exists(), "the dangling link's target made");
+        assert!(std::fs::symlink_metadata(d.join("fifo"))
             .unwrap()
             .file_type()
             .is_fifo());
@@ -405,19 +369,15 @@ mod tests {
             println!("pid {pid}");
             return;
         }
-        let d = Dir::new("fork");
-        let out = rerun_with(
-            FORK,
-            "fork",
-            &[("CMSAFE_FLIGHT_DUMP", os(&d.0.join("dump")))],
-        );
+        let d = TestDir::new("flight-fork");
+        let out = rerun_with(FORK, "fork", &[("CMSAFE_FLIGHT_DUMP", os(&d.join("dump")))]);
         assert!(out.status.success(), "{out:?}");
         // The forked child's pid.
         let forked = pid_of(&out);
         assert_eq!(d.names(), ["dump".to_string(), format!("dump.{forked}")]);
-        assert_eq!(dumped_types(&d.0.join("dump")), TYPES);
+        assert_eq!(dumped_types(&d.join("dump")), TYPES);
         assert_eq!(
-            dumped_types(&d.0.join(format!("dump.{forked}"))),
+            dumped_types(&d.join(format!("dump.{forked}"))),
             [&TYPES[..], &["REJECTED"]].concat()
         );
     }
@@ -438,8 +398,8 @@ mod tests {
             super::super::buf::cmsafe_buf_release(buf);
             return;
         }
-        let d = Dir::new("abort");
-        let fifo = d.0.join("dump");
+        let d = TestDir::new("flight-abort");
+        let fifo = d.join("dump");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
@@ -452,7 +412,7 @@ mod tests {
         .expect("the abort blocked");
         assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}");
         let pid = pid_of(&out);
-        assert_eq!(dumped_types(&d.0.join(format!("dump.{pid}"))), TYPES);
+        assert_eq!(dumped_types(&d.join(format!("dump.{pid}"))), TYPES);
     }
 
     const FULL: &str = "ffi::flight::tests::a_dump_cut_short_by_a_full_disk_is_said_once";
@@ -473,8 +433,8 @@ mod tests {
             }
             return make_three_events();
         }
-        let d = Dir::new("full");
-        let dump = d.0.join("dump");
+        let d = TestDir::new("flight-full");
+        let dump = d.join("dump");
         let out = rerun_with(FULL, "full", &[("CMSAFE_FLIGHT_DUMP", os(&dump))]);
         assert!(out.status.success(), "{out:?}");
         assert_eq!(std::fs::metadata(&dump).unwrap().len(), 200);

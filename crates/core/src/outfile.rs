@@ -64,20 +64,9 @@ impl Path {
         Ok(())
     }
 
-    /// `pid` in decimal.
+    /// `pid` in decimal (core's formatting, which allocates nothing).
     fn push_pid(&mut self, pid: libc::pid_t) -> Result<(), Errno> {
-        let mut digits = [0u8; 12];
-        let mut i = digits.len();
-        let mut n = pid.unsigned_abs();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..])
+        fmt::Write::write_fmt(self, format_args!("{pid}")).map_err(|_| libc::ENAMETOOLONG)
     }
 
     /// This path with `.<pid>` after it.
@@ -101,6 +90,13 @@ impl Path {
     /// printable ASCII is escaped (`\xNN`, `\n`), as are quotes and backslashes.
     pub fn escaped(&self) -> impl fmt::Display + '_ {
         self.as_bytes().escape_ascii()
+    }
+}
+
+/// Text pushed on the path (a pid's digits); an error when it does not fit.
+impl fmt::Write for Path {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.push(s.as_bytes()).map_err(|_| fmt::Error)
     }
 }
 
@@ -322,46 +318,10 @@ impl Default for WriteFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stderr::test_child::TestDir;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    use std::path::PathBuf;
     use std::sync::atomic::AtomicU32;
     use std::time::Duration;
-
-    /// A directory of this test's own, removed when dropped.
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(test: &str) -> Dir {
-            static N: AtomicU32 = AtomicU32::new(0);
-            let d = std::env::temp_dir().join(format!(
-                "cmsafe-outfile-{test}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::create_dir(&d).unwrap();
-            Dir(d)
-        }
-
-        fn join(&self, name: impl AsRef<std::path::Path>) -> PathBuf {
-            self.0.join(name)
-        }
-
-        /// The names in the directory, sorted.
-        fn names(&self) -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            v.sort();
-            v
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn path(p: &std::path::Path) -> Path {
         use std::os::unix::ffi::OsStrExt;
@@ -376,6 +336,12 @@ mod tests {
     fn write_str(c: &Creation, s: &str) {
         let fd = c.file.as_ref().expect("created").as_raw_fd();
         write_all(fd, s.as_bytes()).unwrap();
+    }
+
+    /// A file someone else made at `p`: `text`, mode `mode`.
+    fn someone_s(p: &std::path::Path, text: &str, mode: u32) {
+        std::fs::write(p, text).unwrap();
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
     }
 
     fn mode(p: &std::path::Path) -> u32 {
@@ -415,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_new_file_is_0600_even_with_umask_0() {
-        let d = Dir::new("umask");
+        let d = TestDir::new("outfile-umask");
         for (umask, name) in [(0, "u0"), (0o077, "u077"), (0o022, "u022")] {
             let p = d.join(name);
             // The umask is the process's: set in a child of its own.
@@ -447,11 +413,9 @@ mod tests {
 
     #[test]
     fn an_existing_file_is_left_as_it_is_and_the_dump_goes_beside_it() {
-        let d = Dir::new("exists");
+        let d = TestDir::new("outfile-exists");
         let theirs = d.join("dump");
-        std::fs::write(&theirs, "not ours\n").unwrap();
-        std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .unwrap();
+        someone_s(&theirs, "not ours\n", 0o644);
         let c = create(path(&theirs));
         assert!(c.renamed);
         let aside = d.join(format!("dump.{}", pid()));
@@ -477,11 +441,9 @@ mod tests {
 
     #[test]
     fn a_symlink_is_never_followed() {
-        let d = Dir::new("symlink");
+        let d = TestDir::new("outfile-symlink");
         let target = d.join("target");
-        std::fs::write(&target, "target\n").unwrap();
-        std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o640))
-            .unwrap();
+        someone_s(&target, "target\n", 0o640);
         let link = d.join("dump");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let dangling = d.join("dangling");
@@ -514,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_fifo_is_never_opened_and_never_blocks() {
-        let d = Dir::new("fifo");
+        let d = TestDir::new("outfile-fifo");
         let fifo = d.join("dump");
         let c = CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
@@ -549,7 +511,7 @@ mod tests {
 
     #[test]
     fn a_forked_child_writes_a_name_of_its_own() {
-        let d = Dir::new("fork");
+        let d = TestDir::new("outfile-fork");
         let t = template(&d.join("dump"));
         // SAFETY: the child makes system calls only (no allocation: `path`, `create` and
         // `write_all` make none) and leaves with _exit.

@@ -85,7 +85,7 @@ pub fn line(args: fmt::Arguments<'_>) {
 pub mod test_child {
     use std::ffi::OsStr;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
     use std::process::{Command, Output, Stdio};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};
@@ -155,14 +155,8 @@ pub mod test_child {
         if unsafe { libc::geteuid() } != 0 {
             return None;
         }
-        static RUNS: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "cmsafe-setuid-{}-{}",
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Removed when dropped, whatever fails first.
+        let dir = TestDir::new("setuid");
         let exe = dir.join("setuid-test");
         let installed = Command::new("install")
             .args(["-m", "4755", "-o", "root"])
@@ -181,8 +175,46 @@ pub mod test_child {
             .gid(NOBODY)
             .output()
             .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
         Some(out)
+    }
+
+    /// A directory of a test's own in the temporary directory, that every user may read (a
+    /// setuid child runs as nobody); removed, with what it holds, when dropped.
+    pub struct TestDir(PathBuf);
+
+    impl TestDir {
+        /// A new directory, `what` in its name.
+        pub fn new(what: &str) -> TestDir {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "cmsafe-{what}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            TestDir(d)
+        }
+
+        pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+            self.0.join(name)
+        }
+
+        /// The names in the directory, sorted.
+        pub fn names(&self) -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(&self.0)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     /// The user and group ids of nobody on Debian.
