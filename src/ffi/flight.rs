@@ -441,7 +441,7 @@ mod tests {
         assert_eq!(
             said(&out),
             [format!(
-                "cmsafe: flight recorder: writing the dump {} failed (errno {}): it is cut short",
+                "cmsafe: flight recorder: the dump to {} failed (errno {}): it is cut short",
                 dump.display(),
                 libc::EFBIG
             )]

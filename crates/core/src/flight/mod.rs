@@ -52,8 +52,8 @@ pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
 /// lock or an allocation on the abort path.
 static DUMP_PATH: OnceLock<Template> = OnceLock::new();
 
-/// The dumps to that path whose writes failed.
-static DUMP_WRITES: WriteFailures = WriteFailures::new();
+/// The dumps at exit and on a misuse's abort that failed.
+static DUMP_FAILURES: WriteFailures = WriteFailures::new();
 
 /// Sets the ring's size to `events` records (0 turns the recorder off). A new size starts an
 /// empty ring: the records of the one it replaces are dropped. Each power of two of sizes has
@@ -149,14 +149,10 @@ pub fn set_dump_path(path: CString) {
     }
 }
 
-/// The dump's path setting, if one was set.
-pub fn dump_path() -> Option<&'static Template> {
-    DUMP_PATH.get()
-}
-
-/// Failed writes of the dumps at exit and on a misuse's abort, said on stderr once.
-pub fn dump_write_failures() -> &'static WriteFailures {
-    &DUMP_WRITES
+/// The dumps at exit and on a misuse's abort that failed (a write(2), or the index of the
+/// copies held could not be mapped), the first said on stderr.
+pub fn dump_failures() -> &'static WriteFailures {
+    &DUMP_FAILURES
 }
 
 /// The dump at exit, or on a misuse's abort: to a new file of this process's own at the path
@@ -207,21 +203,21 @@ pub fn dump_to_path(or_stderr: bool) {
     dump_counted(file.as_raw_fd(), Some(&made.path));
 }
 
-/// `dump(fd)`, its write failure counted in [`dump_write_failures`] and said once, naming the
-/// file at `path` (None: stderr, where nothing could be said).
+/// `dump(fd)`, its failure counted in [`dump_failures`] and said once, naming the file at
+/// `path` (None: stderr, where nothing could be said).
 fn dump_counted(fd: i32, path: Option<&outfile::Path>) {
     if let Err(e) = dump(fd) {
-        write_failed(&DUMP_WRITES, e, path);
+        dump_failed(&DUMP_FAILURES, e, path);
     }
 }
 
-/// Counts a dump's failed write in `failures`; the first is said on stderr, naming the file at
-/// `path` (None: stderr itself, where nothing can be said). True when it was the first.
-fn write_failed(failures: &WriteFailures, e: Errno, path: Option<&outfile::Path>) -> bool {
+/// Counts a failed dump in `failures`; the first is said on stderr, naming the file at `path`
+/// (None: stderr itself, where nothing can be said). True when it was the first.
+fn dump_failed(failures: &WriteFailures, e: Errno, path: Option<&outfile::Path>) -> bool {
     let first = failures.count(e);
     if let (true, Some(path)) = (first, path) {
         crate::stderr::line(format_args!(
-            "cmsafe: flight recorder: writing the dump {} failed (errno {e}): it is cut short",
+            "cmsafe: flight recorder: the dump to {} failed (errno {e}): it is cut short",
             path.escaped()
         ));
     }
@@ -492,7 +488,7 @@ mod tests {
         for first in [true, false] {
             let e = dump_ring(ring, full.as_raw_fd(), no_held).unwrap_err();
             assert_eq!(e, libc::ENOSPC);
-            assert_eq!(write_failed(&failures, e, None), first);
+            assert_eq!(dump_failed(&failures, e, None), first);
         }
         assert_eq!(
             (failures.failed(), failures.first_errno()),
