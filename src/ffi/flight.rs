@@ -193,7 +193,7 @@ mod tests {
         std::fs::remove_file(&dump).unwrap();
 
         let Some(setuid) = rerun_setuid(SETUID, "setuid", &env) else {
-            eprintln!("{SETUID}: not root: no setuid run");
+            eprintln!("{SETUID}: no setuid run (not root, or a nosuid temporary directory)");
             return;
         };
         assert!(setuid.status.success(), "{setuid:?}");

@@ -92,7 +92,7 @@ mod tests {
             "{plain:?}"
         );
         let Some(setuid) = rerun_setuid(NAME, "setuid", &settings()) else {
-            eprintln!("{NAME}: not root: no setuid run");
+            eprintln!("{NAME}: no setuid run (not root, or a nosuid temporary directory)");
             return;
         };
         assert!(

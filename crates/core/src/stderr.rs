@@ -84,6 +84,7 @@ pub fn line(args: fmt::Arguments<'_>) {
 #[doc(hidden)]
 pub mod test_child {
     use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStringExt;
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Output, Stdio};
@@ -146,7 +147,8 @@ pub mod test_child {
 
     /// [`rerun_with`] in a process the kernel starts with AT_SECURE: a copy of the test binary,
     /// setuid root, run by the user nobody. None when this process is not root (nothing else
-    /// can make a setuid root program). The copy is made by install(1), in a process of its own:
+    /// can make a setuid root program) or the temporary directory is on a nosuid filesystem
+    /// (the kernel would ignore the bit). The copy is made by install(1), in a process of its own:
     /// a descriptor open for writing on it in this one would reach the children other tests
     /// fork meanwhile, and its exec would fail with ETXTBSY.
     pub fn rerun_setuid(name: &str, part: &str, env: &[(&str, &OsStr)]) -> Option<Output> {
@@ -157,6 +159,14 @@ pub mod test_child {
         }
         // Removed when dropped, whatever fails first.
         let dir = TestDir::new("setuid");
+        let c_dir = std::ffi::CString::new(dir.join("").into_os_string().into_vec()).unwrap();
+        // SAFETY: all-zero is a valid statvfs, which statvfs(3) fills from a NUL-terminated path.
+        let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::statvfs(c_dir.as_ptr(), &mut fs) }, 0);
+        if fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
         let exe = dir.join("setuid-test");
         let installed = Command::new("install")
             .args(["-m", "4755", "-o", "root"])
