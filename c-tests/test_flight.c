@@ -313,13 +313,18 @@ int main(int argc, char **argv)
     close(p[1]);
 
     STEP("at exit: CMSAFE_FLIGHT_EVENTS=2, CMSAFE_FLIGHT_DUMP");
-    char path[] = "/tmp/cmsafe-flight-XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0, "mkstemp");
-    close(fd);
-    char dump_env[64];
+    /* Names that do not exist yet, in a directory of the test's own: the dump is always a new
+     * file (at a name that exists it goes beside it, as NAME.pid). */
+    char dir[] = "/tmp/cmsafe-flight-XXXXXX";
+    REQUIRE(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    char path[64], abort_path[64];
+    snprintf(path, sizeof path, "%s/exit.json", dir);
+    snprintf(abort_path, sizeof abort_path, "%s/abort.json", dir);
+    char dump_env[96], abort_env[96];
     snprintf(dump_env, sizeof dump_env, "CMSAFE_FLIGHT_DUMP=%s", path);
+    snprintf(abort_env, sizeof abort_env, "CMSAFE_FLIGHT_DUMP=%s", abort_path);
     char *env[] = {"CMSAFE_FLIGHT_EVENTS=2", dump_env, NULL};
+    char *env_abort[] = {"CMSAFE_FLIGHT_EVENTS=2", abort_env, NULL};
     uint64_t seqs[8];
     int ns = 0;
     int status = run_child(argv[0], "exit", env, seqs, &ns);
@@ -341,11 +346,11 @@ int main(int argc, char **argv)
     fclose(f);
     CHECK_EQ_INT(lines, 2);
 
-    STEP("on a misuse's abort: the same path, the released event last");
-    status = run_child(argv[0], "abort", env, seqs, &ns);
+    STEP("on a misuse's abort: the released event last");
+    status = run_child(argv[0], "abort", env_abort, seqs, &ns);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child aborted (status %#x)", status);
     CHECK_EQ_INT(ns, 2);
-    f = fopen(path, "r");
+    f = fopen(abort_path, "r");
     REQUIRE(f, "the dump on abort: %s", strerror(errno));
     lines = 0;
     while (fgets(line, sizeof line, f)) {
@@ -357,6 +362,8 @@ int main(int argc, char **argv)
     fclose(f);
     CHECK_EQ_INT(lines, 2);
     unlink(path);
+    unlink(abort_path);
+    rmdir(dir);
 
     rdma_destroy_event_channel(sch);
     rdma_destroy_event_channel(cch);

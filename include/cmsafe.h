@@ -500,10 +500,17 @@ int cmsafe_event_copy(const struct rdma_cm_event *raw,
  * nothing here: it writes its own report (cmsafe-audit(1)).
  *
  * When to call: best once, at start, before events are fetched. Each call with a new size
- * starts an empty ring: the records held so far are dropped, and the replaced ring's memory
- * (64 bytes a record) stays allocated until exit, since another thread may still be writing
- * in it. A call with the size in place changes nothing and keeps the records. `n` is kept as
- * given (a dump prints at most `n` records); the ring holds the next power of two.
+ * starts an empty ring: the records held so far are dropped. A call with the size in place
+ * changes nothing and keeps the records. `n` is kept as given (a dump prints at most `n`
+ * records); the ring holds the next power of two.
+ *
+ * Address space: each ring size (a power of two) is mapped once, at its first use, and reused
+ * whenever a size of that power of two is set again; it stays mapped until exit, since another
+ * thread may still be writing in it (such a writer's late record never shows in a dump of the
+ * ring's later use, nor replaces one of its records). So however often the size changes, the
+ * rings take at most twice the largest ring set so far (64 bytes a record of the ring's
+ * power of two) and a page for each power of two used: 128 MiB and 21 pages at most, for
+ * CMSAFE_FLIGHT_MAX_EVENTS.
  *
  * Threads: any; events recorded on other threads during the call go to the old ring or the
  * new one.
@@ -538,15 +545,18 @@ int cmsafe_flight_set_size(size_t n);
  * Ownership: `fd` stays the caller's, open, at its new offset. NULL: none.
  *
  * Threads: any, while other threads fetch and release: the dump takes no lock and stops no
- * writer. It allocates nothing, so a program may call it from its own crash handler (but
- * write(2) to a closed pipe raises SIGPIPE as any write does). It reads every slot of
- * cmsafe's pool once per copy still held, so it is meant for rare calls, not a loop.
+ * writer. It calls no malloc, so a program may call it from its own crash handler (but
+ * write(2) to a closed pipe raises SIGPIPE as any write does). Its time is linear in the
+ * ring's size and cmsafe's pool: it reads each slot of both once or twice (32,000 copies held
+ * take milliseconds), but it is meant for rare calls, not a loop.
  *
- * System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe), and
- * one clock_gettime(2) (through the vDSO where the clocksource allows).
+ * System calls: write(2) on `fd`, each of whole lines and at most 1 KiB (atomic on a pipe);
+ * one clock_gettime(2) (through the vDSO where the clocksource allows); while copies are still
+ * held, one mmap(2) and munmap(2) of an index of them (56 bytes a ring slot).
  *
  * Returns the number of records written (0 with the recorder off), or -1 with errno: EBADF
- * (`fd` < 0), or the errno of the write(2) that failed (what came before it was written).
+ * (`fd` < 0), ENOMEM (no memory for the index of the copies held: nothing was written), or the
+ * errno of the write(2) that failed (what came before it was written).
  */
 int cmsafe_flight_dump(int fd);
 

@@ -20,6 +20,10 @@
 //!   acked copies; the preload's acked records and destroyed objects).
 //! - [`errno`] and [`clock`]: the calling thread's errno and the clocks read, for this crate,
 //!   the C ABI and the preload alike.
+//! - [`env`]: the settings read from the environment, none under AT_SECURE (setuid, setgid,
+//!   file capabilities).
+//! - [`outfile`]: the files cmsafe writes (the flight recorder's dump, the preload's report):
+//!   new, 0600, never through a symlink, one per process, their failed writes counted.
 //! - `pool`: the refcounted slots events and buffers live in; `stderr`: lines to stderr that
 //!   cannot panic.
 //!
@@ -30,12 +34,14 @@
 pub mod channel;
 pub mod clock;
 pub mod cm;
+pub mod env;
 pub mod errno;
 pub mod event;
 pub mod fault;
 pub mod flight;
 pub mod fork_lock;
 pub mod logging;
+pub mod outfile;
 pub mod page;
 mod pool;
 pub mod recent;

@@ -1,6 +1,7 @@
 //! cmsafe's `log` messages: to the host program's callback when one is set, else to stderr.
 //! The level comes from `cmsafe_set_log_level`, else the CMSAFE_LOG environment variable
-//! (off, error, warn, info, debug, trace), else warnings and errors.
+//! (off, error, warn, info, debug, trace; not read under AT_SECURE: `env`), else warnings and
+//! errors.
 
 use std::ffi::CString;
 use std::fmt;
@@ -77,8 +78,7 @@ pub fn parse_level(s: &str) -> Option<LevelFilter> {
 /// Installs the logger once (if the host already installed a `log` logger, messages go there).
 pub fn init() {
     INIT.get_or_init(|| {
-        let level = std::env::var("CMSAFE_LOG")
-            .ok()
+        let level = crate::env::var(c"CMSAFE_LOG")
             .and_then(|v| parse_level(&v))
             .unwrap_or(LevelFilter::Warn);
         if log::set_logger(&LOGGER).is_ok() {

@@ -504,20 +504,37 @@ impl Slab {
 
     /// Live slots for which `f` (given the slot's address) holds; for statistics.
     pub(crate) fn count_live(&self, f: &dyn Fn(*const u8) -> bool) -> u64 {
-        let Some(&base) = self.base.get() else {
-            return 0;
-        };
         let mut n = 0;
+        self.for_each_live(&mut |p| n += f(p) as u64);
+        n
+    }
+
+    /// Calls `f` with each live slot's address, in one walk of the slots committed: no
+    /// allocation, no lock (the flight recorder's dump walks on a misuse's abort path).
+    pub(crate) fn for_each_live(&self, f: &mut dyn FnMut(*const u8)) {
+        let Some(&base) = self.base.get() else {
+            return;
+        };
         for class in 0..CLASSES {
             let size = self.sizes[class];
             let slots = self.classes[class].committed.load(Ordering::Acquire) / size;
-            n += (0..slots as u32)
-                .map(|i| self.slot_addr(base, class, i) as *const u8)
-                .filter(|&p| self.classify(p) == SlotState::Live && f(p))
-                .count() as u64;
+            #[cfg(test)]
+            WALKED.set(WALKED.get() + slots as u64);
+            for i in 0..slots as u32 {
+                let p = self.slot_addr(base, class, i) as *const u8;
+                if self.classify(p) == SlotState::Live {
+                    f(p);
+                }
+            }
         }
-        n
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Slots this thread's walks of a slab visited (`for_each_live`), for tests of how many walks
+    /// something takes.
+    pub(crate) static WALKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(test)]

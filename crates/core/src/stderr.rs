@@ -38,22 +38,11 @@ impl FdOut {
         LINE - self.len
     }
 
-    /// Writes out what is buffered (retrying EINTR and short writes).
+    /// Writes out what is buffered (retrying EINTR and short writes); nothing after an error.
     pub(crate) fn flush(&mut self) {
-        let mut rest = &self.buf[..self.len];
-        while !rest.is_empty() && self.error == 0 {
-            // SAFETY: writes from a live buffer of `rest.len()` bytes; the fd may be anything,
-            // closed included: write(2) then fails, which is kept.
-            let n = unsafe { libc::write(self.fd, rest.as_ptr().cast(), rest.len()) };
-            if n > 0 {
-                rest = &rest[n as usize..];
-            } else if n < 0 {
-                match crate::errno::get() {
-                    libc::EINTR => continue,
-                    e => self.error = e,
-                }
-            } else {
-                self.error = libc::EIO;
+        if self.error == 0 {
+            if let Err(e) = crate::outfile::write_all(self.fd, &self.buf[..self.len]) {
+                self.error = e;
             }
         }
         self.len = 0;
@@ -102,7 +91,13 @@ pub fn text(text: &str) {
 /// where stderr can be made to fail. Not part of the API.
 #[doc(hidden)]
 pub mod test_child {
-    use std::process::{Command, Output};
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
 
     /// The part a test asked for when it runs again as a child (see [`rerun`]).
     pub fn child_part() -> Option<String> {
@@ -113,12 +108,135 @@ pub mod test_child {
     /// `part`. Without libtest's output capture, which stands in for fd 2 in a test's threads
     /// (also in a forked child): there `eprintln!` writes fd 2 as in a C program.
     pub fn rerun(name: &str, part: &str) -> Output {
-        Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env("CMSAFE_TEST_CHILD", part)
+        rerun_with(name, part, &[])
+    }
+
+    /// [`rerun`], with the variables `env` set in the child.
+    pub fn rerun_with(name: &str, part: &str, env: &[(&str, &OsStr)]) -> Output {
+        child(&std::env::current_exe().unwrap(), name, part, env)
             .output()
             .unwrap()
     }
+
+    /// [`rerun_with`], given `limit` to finish: None when it did not (the child is killed),
+    /// for a test of something that must not block.
+    pub fn rerun_within(
+        name: &str,
+        part: &str,
+        env: &[(&str, &OsStr)],
+        limit: Duration,
+    ) -> Option<Output> {
+        let mut c = child(&std::env::current_exe().unwrap(), name, part, env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + limit;
+        // What the child says is small (a pipe holds it all until it ends).
+        while c.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(c.wait_with_output().unwrap())
+    }
+
+    fn child(exe: &Path, name: &str, part: &str, env: &[(&str, &OsStr)]) -> Command {
+        let mut c = Command::new(exe);
+        c.args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env("CMSAFE_TEST_CHILD", part)
+            .envs(env.iter().copied());
+        c
+    }
+
+    /// [`rerun_with`] in a process the kernel starts with AT_SECURE: a copy of the test binary,
+    /// setuid root, run by the user nobody. None when this process is not root (nothing else
+    /// can make a setuid root program) or the temporary directory is on a nosuid filesystem
+    /// (the kernel would ignore the bit). The copy is made by install(1), in a process of its own:
+    /// a descriptor open for writing on it in this one would reach the children other tests
+    /// fork meanwhile, and its exec would fail with ETXTBSY.
+    pub fn rerun_setuid(name: &str, part: &str, env: &[(&str, &OsStr)]) -> Option<Output> {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        // Removed when dropped, whatever fails first.
+        let dir = TestDir::new("setuid");
+        let c_dir = std::ffi::CString::new(dir.join("").into_os_string().into_vec()).unwrap();
+        // SAFETY: all-zero is a valid statvfs, which statvfs(3) fills from a NUL-terminated path.
+        let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::statvfs(c_dir.as_ptr(), &mut fs) }, 0);
+        if fs.f_flag & libc::ST_NOSUID != 0 {
+            return None;
+        }
+        let exe = dir.join("setuid-test");
+        let installed = Command::new("install")
+            .args(["-m", "4755", "-o", "root"])
+            .arg(std::env::current_exe().unwrap())
+            .arg(&exe)
+            .status()
+            .unwrap();
+        assert!(
+            installed.success(),
+            "install {}: {installed}",
+            exe.display()
+        );
+        let out = child(&exe, name, part, env)
+            .current_dir("/")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .unwrap();
+        Some(out)
+    }
+
+    /// A directory of a test's own in the temporary directory, that every user may read (a
+    /// setuid child runs as nobody); removed, with what it holds, when dropped.
+    pub struct TestDir(PathBuf);
+
+    impl TestDir {
+        /// A new directory, `what` in its name.
+        pub fn new(what: &str) -> TestDir {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "cmsafe-{what}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            TestDir(d)
+        }
+
+        pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+            self.0.join(name)
+        }
+
+        /// The names in the directory, sorted.
+        pub fn names(&self) -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(&self.0)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The user and group ids of nobody on Debian.
+    const NOBODY: u32 = 65534;
 
     /// In a child: fd 2 becomes a pipe whose reader is gone, with SIGPIPE ignored, so every
     /// write to stderr fails with EPIPE.

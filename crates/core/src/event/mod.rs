@@ -55,10 +55,10 @@ pub fn unlock_after_fork() {
     slot::unlock_after_fork();
 }
 
-/// The copy still held with the lowest sequence number above `after`, and its flight record
-/// (release 0), for the flight recorder's dump.
-pub(crate) fn held_after(after: u64) -> Option<(u64, crate::flight::ring::Words)> {
-    slot::held_after(after)
+/// Calls `f` with each copy still held, its sequence number and flight record (release 0), in
+/// one walk, for the flight recorder's dump.
+pub(crate) fn for_each_held(f: &mut dyn FnMut(u64, crate::flight::ring::Words)) {
+    slot::for_each_held(f)
 }
 
 /// Event copies still referenced.

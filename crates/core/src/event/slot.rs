@@ -252,20 +252,15 @@ const _: () = {
     assert!((ACKED as u64) << FLAGS_SHIFT == ring::ACKED);
 };
 
-/// The copy still held (an event reference) with the lowest sequence number above `after`, and
-/// its record, for the flight recorder's dump; None when there is none. A scan of every slot,
-/// which allocates nothing and takes no lock (the dump runs on a misuse's abort path too).
-pub(crate) fn held_after(after: u64) -> Option<(u64, ring::Words)> {
-    let best = std::cell::Cell::new(None::<(u64, ring::Words)>);
-    count_live(&|s| {
+/// Calls `f` with each copy still held (an event reference) and its record, for the flight
+/// recorder's dump, in one walk of the slots, which allocates nothing and takes no lock (the
+/// dump runs on a misuse's abort path too).
+pub(crate) fn for_each_held(f: &mut dyn FnMut(u64, ring::Words)) {
+    SLAB.for_each_live(&mut |s| {
         if let Some((seq, w)) = held_record(s) {
-            if seq > after && best.get().is_none_or(|(b, _)| seq < b) {
-                best.set(Some((seq, w)));
-            }
+            f(seq, w);
         }
-        false
     });
-    best.get()
 }
 
 /// A live slot's record, if it is an event still referenced. Another thread may free the slot

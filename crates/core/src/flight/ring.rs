@@ -1,10 +1,11 @@
-//! The flight recorder's ring: one mapping, made when its size is set, of `SeqRecord` slots
-//! indexed by sequence number; what a record holds, and its JSON line.
+//! The flight recorder's ring: one mapping of `SeqRecord` slots indexed by sequence number,
+//! one for each power of two of sizes, made when such a size is first set and reused from then
+//! on; what a record holds, and its JSON line.
 //!
 //! A record is written once, when the copy's last reference is released (the event's, or its
 //! private data buffer's): everything it holds is in the copy's slot until then, so an event
 //! costs one write here, with its release time, and a copy still held is read from its slot by
-//! the dump (`event::held_after`). The release time is the CPU's counter (one instruction,
+//! the dump (`event::for_each_held`). The release time is the CPU's counter (one instruction,
 //! where a clock_gettime(2) through the vDSO costs as much as the rest of the record), scaled
 //! to CLOCK_MONOTONIC by the dump.
 
@@ -12,10 +13,12 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use cmsafe_sync::SeqRecord;
+use once_cell::race::OnceBox;
 
 use crate::clock::{coarse_ns, monotonic_ns};
 use crate::cm::{event_type_name, EventType};
 use crate::errno::Errno;
+use crate::flight::mapping::Mapping;
 use crate::stderr::FdOut;
 
 /// A record's words (after its slot's stamp): [`TYPE_STATUS`] (librdmacm's `event` and
@@ -71,13 +74,19 @@ pub(crate) struct Ring {
     pub(crate) mask: u64,
     /// Slots (a power of two).
     slots: u64,
-    /// The records a dump prints at most: the size asked for.
-    pub(crate) events: u64,
     /// Release times are counter readings (else CLOCK_MONOTONIC_COARSE nanoseconds).
     counter: bool,
     /// A counter reading and CLOCK_MONOTONIC then, when the ring was made.
     base_count: u64,
     base_ns: u64,
+    /// The records a dump prints at most: the size set last (a ring serves every size of its
+    /// power of two).
+    events: AtomicU64,
+    /// When the ring's present use began (`start`), in the unit of release times, and the first
+    /// sequence number of a copy made since: what it holds from before is not its own
+    /// ([`Since::current`]). Both 0 for a ring that was never reused.
+    since_time: AtomicU64,
+    since_seq: AtomicU64,
     /// Records dropped because their slot was being written by another thread (a writer as
     /// far behind as the ring is long) or already held a newer record.
     pub(crate) dropped: AtomicU64,
@@ -90,11 +99,60 @@ pub(crate) static RING: AtomicPtr<Ring> = AtomicPtr::new(std::ptr::null_mut());
 /// The ring in place, if any.
 #[inline(always)]
 pub(crate) fn ring() -> Option<&'static Ring> {
-    // SAFETY: a ring, once published, stays mapped and its header unchanged.
+    // SAFETY: a ring, once published, stays mapped, and the fields of its header that are not
+    // atomics stay as they were made.
     unsafe { RING.load(Ordering::Acquire).as_ref() }
 }
 
-/// The CPU's counter, read in one instruction./// The CPU's counter, read in one instruction.
+/// Ring sizes: the powers of two from 1 to `MAX_FLIGHT_EVENTS`.
+const SIZES: usize = super::MAX_FLIGHT_EVENTS.trailing_zeros() as usize + 1;
+
+/// The ring of each size, mapped when the size is first set and reused at each later use (a
+/// writer may still be in it, so it is never unmapped): the rings' address space is bounded
+/// by twice the largest one's, whatever the program sets and how often. Published by
+/// compare-and-swap: of two threads that map a size at once, one keeps its mapping and the
+/// other's, never seen, is unmapped.
+static RINGS: [OnceBox<Mapping>; SIZES] = [const { OnceBox::new() }; SIZES];
+
+/// The ring for `events` records (1 to `MAX_FLIGHT_EVENTS`): its size's, mapped at its first
+/// use, not yet started.
+pub(crate) fn of_size(events: usize) -> Result<&'static Ring, Errno> {
+    let slots = events.next_power_of_two();
+    let m = RINGS[slots.trailing_zeros() as usize]
+        .get_or_try_init(|| Ring::map(slots).map(Box::new))?;
+    // SAFETY: the mapping holds a ring made by `Ring::map`, mapped for good (a static's).
+    Ok(unsafe { &*m.ptr().cast::<Ring>() })
+}
+
+/// The address space the rings of [`of_size`] take: at most twice the largest ring's plus a
+/// page for each size (see `cmsafe_flight_set_size`).
+pub(crate) fn mapped() -> usize {
+    RINGS
+        .iter()
+        .filter_map(OnceBox::get)
+        .map(Mapping::len)
+        .sum()
+}
+
+/// What a dump takes for the ring's present use (see [`Ring::since`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Since {
+    pub(crate) time: u64,
+    pub(crate) seq: u64,
+}
+
+impl Since {
+    /// Whether record `seq` belongs to the ring's present use: released after it began, or in
+    /// the same tick of the clock by a copy made since. A record of an earlier use, whether it
+    /// was there before or a writer still in the ring from then (its release time read then)
+    /// puts it there now, is not; a writer's record never replaces a newer one
+    /// (`SeqRecord`), so it cannot hide one of the present use either.
+    pub(crate) fn current(&self, seq: u64, w: &Words) -> bool {
+        w[RELEASE] > self.time || (w[RELEASE] == self.time && seq >= self.seq)
+    }
+}
+
+/// The CPU's counter, read in one instruction.
 #[inline(always)]
 fn counter() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -131,45 +189,51 @@ fn counter_usable() -> bool {
     !faults && source.is_ok_and(|s| s.trim() == "tsc")
 }
 
-/// A zeroed mapping for a header and `slots` slots (a zeroed slot is an empty one).
-fn map(slots: usize) -> Result<*mut Ring, Errno> {
-    let len = std::mem::size_of::<Ring>() + slots * std::mem::size_of::<Slot>();
-    // SAFETY: an anonymous private mapping of our own.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(libc::ENOMEM);
-    }
-    Ok(p.cast())
-}
-
 impl Ring {
-    /// A new, empty ring for `events` records (at least 1), mapped for good.
-    pub(crate) fn new(events: usize) -> Result<&'static Ring, Errno> {
-        let slots = events.next_power_of_two();
-        let ring = map(slots)?;
+    /// A mapping holding a new, empty ring of `slots` slots (a power of two), zeroed (a zeroed
+    /// slot is an empty one).
+    fn map(slots: usize) -> Result<Mapping, Errno> {
+        let m = Mapping::new(std::mem::size_of::<Ring>() + slots * std::mem::size_of::<Slot>())?;
         let use_counter = counter_usable();
-        // SAFETY: a fresh mapping, zeroed, big enough for the header; not yet shared, and
-        // never unmapped.
+        // SAFETY: a fresh mapping, page-aligned and big enough for the header; not yet shared.
         unsafe {
-            ring.write(Ring {
+            m.ptr().cast::<Ring>().write(Ring {
                 mask: slots as u64 - 1,
                 slots: slots as u64,
-                events: events as u64,
                 counter: use_counter,
                 base_count: if use_counter { counter() } else { 0 },
                 base_ns: monotonic_ns(),
+                events: AtomicU64::new(slots as u64),
+                since_time: AtomicU64::new(0),
+                since_seq: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
-            });
-            Ok(&*ring)
+            })
+        };
+        Ok(m)
+    }
+
+    /// Starts a use of the ring for `events` records (no more than its slots), before it is
+    /// published (or while it is, for another size of its power of two): it is empty from now
+    /// on, its records and those a writer still in it from an earlier use writes no longer its
+    /// own ([`Since`]); `first_seq`: the sequence number the next copy made will have.
+    pub(crate) fn start(&self, events: usize, first_seq: u64) {
+        self.since_seq.store(first_seq, Ordering::Relaxed);
+        self.since_time.store(self.now(), Ordering::Relaxed);
+        self.dropped.store(0, Ordering::Relaxed);
+        self.events.store(events as u64, Ordering::Relaxed);
+    }
+
+    /// The records a dump prints at most.
+    pub(crate) fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Where the present use began (a dump reads it once, at its start: a use started while it
+    /// runs may leave it a few records of the one before, all whole).
+    pub(crate) fn since(&self) -> Since {
+        Since {
+            time: self.since_time.load(Ordering::Relaxed),
+            seq: self.since_seq.load(Ordering::Relaxed),
         }
     }
 
@@ -229,12 +293,22 @@ impl Ring {
         }
     }
 
-    /// The newest record's sequence number, 0 for none.
-    pub(crate) fn last(&self) -> u64 {
+    /// The newest whole record's sequence number of the present use (`since`), 0 for none.
+    pub(crate) fn last(&self, since: Since) -> u64 {
         (0..=self.mask)
-            .map(|i| self.slot(i).seq())
+            .filter_map(|i| {
+                let slot = self.slot(i);
+                let seq = slot.seq();
+                let current = |w: &Words| since.current(seq, w);
+                (seq != 0 && slot.read(seq).is_some_and(|w| current(&w))).then_some(seq)
+            })
             .max()
             .unwrap_or(0)
+    }
+
+    /// Record `seq`, when the ring holds it whole and of the present use (`since`).
+    pub(crate) fn read(&self, seq: u64, since: Since) -> Option<Words> {
+        self.slot(seq).read(seq).filter(|w| since.current(seq, w))
     }
 }
 
@@ -310,4 +384,19 @@ fn write_line(out: &mut FdOut, seq: u64, w: &Words, scale: &Scale) -> std::fmt::
         r => write!(out, "{}", scale.ns(r).max(fetch))?,
     }
     out.write_str("}\n")
+}
+
+// After the record's writer: c-tests/report-fields reads the writers up to the first code for
+// tests.
+#[cfg(test)]
+impl Ring {
+    /// A new, empty ring for `events` records (at least 1), of its own, mapped for good.
+    pub(crate) fn new(events: usize) -> Result<&'static Ring, Errno> {
+        let m = Ring::map(events.next_power_of_two())?;
+        // SAFETY: the mapping holds a ring; it is never unmapped (forgotten).
+        let ring = unsafe { &*m.ptr().cast::<Ring>() };
+        ring.events.store(events as u64, Ordering::Relaxed);
+        std::mem::forget(m);
+        Ok(ring)
+    }
 }
