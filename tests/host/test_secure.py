@@ -102,14 +102,10 @@ class Secure(HostTest):
         r, _ = self.secure_run("secure_api", True, {})
         self.assertTrue([line for line in r.err_lines if SECOND_ACK in line], r)
 
-    # src/ffi/flight.rs reads CMSAFE_FLIGHT_DUMP with getenv(3), not secure_getenv(3).
-    @unittest.expectedFailure
     def test_libcmsafe_makes_no_flight_dump_when_setuid(self):
         r, out = self.secure_run("secure_api", True, self.API_SETTINGS)
         self.assertEqual(os.listdir(out), [], r)
 
-    # crates/core/src/logging.rs reads CMSAFE_LOG with std::env::var, not secure_getenv(3).
-    @unittest.expectedFailure
     def test_libcmsafe_log_level_is_its_default_when_setuid(self):
         r, _ = self.secure_run("secure_api", True, self.API_SETTINGS)
         self.assertTrue([line for line in r.err_lines if SECOND_ACK in line], r)

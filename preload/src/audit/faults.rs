@@ -142,8 +142,18 @@ pub fn fault(o: Occupant, data_addr: usize, at: &Context, thread: i32, syscall: 
 /// Records `f`: queued, and said on stderr at once (the program may crash for other reasons
 /// before the report is written). Async-signal-safe: called from the SIGSEGV handler.
 pub fn record(f: Fault) {
-    // A full queue counts it (drain_faults); the line below is said either way.
+    queue(f);
+    say(&f);
+}
+
+/// Queues `f` for the tracker's next call: before the reader goes on (its next call must see
+/// it). A full queue counts it (drain_faults); the line is said either way.
+pub fn queue(f: Fault) {
     let _ = FAULTS.push(f);
+}
+
+/// Says `f` on stderr, without allocating.
+pub fn say(f: &Fault) {
     let mut line = SignalLine::new();
     line.push(b"==cmsafe== use-after-ack: seq=");
     line.push_dec(f.seq);

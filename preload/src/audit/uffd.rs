@@ -214,6 +214,10 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
         }
         let at = msg.address as usize & !(page - 1);
         let (how, finding) = answer(msg.address as usize, msg.ptid as i32);
+        // Queued before the answer, so that the reader's next call finds it.
+        if let Some(f) = &finding {
+            faults::queue(*f);
+        }
         match how {
             Answer::Fill(bytes, len) => {
                 let len = len.min(page);
@@ -229,7 +233,7 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
         // Said only now: the thread that faulted may have held what stderr needs (a pipe's
         // lock, in a write(2) of the very bytes).
         if let Some(f) = finding {
-            faults::record(f);
+            faults::say(&f);
         }
     }
 }

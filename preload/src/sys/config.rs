@@ -1,5 +1,5 @@
-//! Settings, read once from the environment. Under setuid/setgid, secure_getenv(3) hides them
-//! and the defaults apply.
+//! Settings, read once from the environment. Under AT_SECURE (setuid, setgid, file capabilities)
+//! secure_getenv(3) hides them and the defaults apply.
 
 use std::ffi::CStr;
 
@@ -28,8 +28,9 @@ pub struct Config {
     pub mode: Mode,
     /// CMSAFE_GUARD.
     pub guard: Guard,
-    /// CMSAFE_REPORT, `%p` not yet replaced.
-    pub report: Option<String>,
+    /// CMSAFE_REPORT, `%p` not yet replaced; its plain name this process's (a forked child
+    /// writes NAME.<pid>: cmsafe_core::outfile).
+    pub report: Option<cmsafe_core::outfile::Template>,
     pub late_ack_ns: u64,
     /// CMSAFE_HANG_MS: how long rdma_destroy_id/rdma_migrate_id may block before a finding.
     pub hang_ns: u64,
@@ -37,19 +38,9 @@ pub struct Config {
     pub rejected_ids: usize,
 }
 
-extern "C" {
-    // glibc; the libc crate does not bind it.
-    fn secure_getenv(name: *const libc::c_char) -> *mut libc::c_char;
-}
-
+/// A setting: secure_getenv(3), so that none has any effect under AT_SECURE (cmsafe_core::env).
 fn var(name: &CStr) -> Option<String> {
-    // SAFETY: a valid C string; the result is NULL or a NUL-terminated string from environ.
-    let p = unsafe { secure_getenv(name.as_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL, NUL-terminated.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    cmsafe_core::env::var(name)
 }
 
 /// The settings. Forced by the first wrapped call, before its panic shield (`quietly`): its
@@ -86,7 +77,8 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     Config {
         mode,
         guard,
-        report: var(c"CMSAFE_REPORT").filter(|s| !s.is_empty()),
+        report: cmsafe_core::env::var_bytes(c"CMSAFE_REPORT")
+            .and_then(cmsafe_core::outfile::Template::new),
         late_ack_ns: late_ms.saturating_mul(1_000_000),
         hang_ns: hang_ms.saturating_mul(1_000_000),
         rejected_ids,
