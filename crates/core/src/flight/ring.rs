@@ -154,6 +154,16 @@ impl Since {
 
 /// The CPU's counter, read in one instruction.
 #[inline(always)]
+/// The counter and CLOCK_MONOTONIC at one instant: the counter read between two clock readings,
+/// paired with their midpoint. Read one after the other, the clock would be late by the time
+/// the reading takes (tens of nanoseconds), and every time scaled from the pair as late.
+fn counter_at_ns() -> (u64, u64) {
+    let before = monotonic_ns();
+    let count = counter();
+    let after = monotonic_ns();
+    (count, before + (after - before) / 2)
+}
+
 fn counter() -> u64 {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: rdtsc has no preconditions; `counter_usable` checked it does not fault here.
@@ -195,14 +205,19 @@ impl Ring {
     fn map(slots: usize) -> Result<Mapping, Errno> {
         let m = Mapping::new(std::mem::size_of::<Ring>() + slots * std::mem::size_of::<Slot>())?;
         let use_counter = counter_usable();
+        let (base_count, base_ns) = if use_counter {
+            counter_at_ns()
+        } else {
+            (0, monotonic_ns())
+        };
         // SAFETY: a fresh mapping, page-aligned and big enough for the header; not yet shared.
         unsafe {
             m.ptr().cast::<Ring>().write(Ring {
                 mask: slots as u64 - 1,
                 slots: slots as u64,
                 counter: use_counter,
-                base_count: if use_counter { counter() } else { 0 },
-                base_ns: monotonic_ns(),
+                base_count,
+                base_ns,
                 events: AtomicU64::new(slots as u64),
                 since_time: AtomicU64::new(0),
                 since_seq: AtomicU64::new(0),
@@ -323,7 +338,11 @@ pub(crate) struct Scale {
 
 impl Scale {
     pub(crate) fn of(ring: &Ring) -> Scale {
-        let (count, ns) = (ring.now(), monotonic_ns());
+        let (count, ns) = if ring.counter {
+            counter_at_ns()
+        } else {
+            (ring.now(), monotonic_ns())
+        };
         let per_count = if ring.counter && count > ring.base_count {
             (ns - ring.base_ns) as f64 / (count - ring.base_count) as f64
         } else {
