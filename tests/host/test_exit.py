@@ -15,6 +15,7 @@ LOOPS = 20
 LOOP_DEADLINE = 2.0
 BLOCKED = [program("exit"), "blocked"]
 LOOP = [program("exit"), "loop"]
+LOOP_FORK = [program("exit"), "loop", "fork"]
 
 
 class ExitFromHandler(HostTest):
@@ -36,6 +37,25 @@ class ExitFromHandler(HostTest):
 
     def test_loops_exit_from_their_timer_under_the_preload(self):
         runs = run_all([(LOOP, mode) for mode in MODES for _ in range(LOOPS)],
+                       timeout=LOOP_DEADLINE)
+        for mode in MODES:
+            with self.subTest(mode=mode):
+                bad = [r for r in runs if r.mode == mode and r.rc != 0]
+                self.assertEqual(len(bad), 0, "%d of %d runs did not exit 0; the first:\n%s"
+                                 % (len(bad), LOOPS, bad[0] if bad else ""))
+
+
+class ForkFromHandler(HostTest):
+    """fork(2) from a signal handler that interrupted a wrapped call: the preload's fork handlers
+    (lifecycle.rs) must not wait for a lock the interrupted thread holds, in the parent or the
+    child."""
+
+    def test_raw_loops_fork_from_their_timer(self):
+        runs = run_all([(LOOP_FORK, "raw")] * LOOPS, timeout=LOOP_DEADLINE)
+        self.assertEqual([str(r) for r in runs if r.rc != 0], [])
+
+    def test_loops_fork_from_their_timer_under_the_preload(self):
+        runs = run_all([(LOOP_FORK, mode) for mode in MODES for _ in range(LOOPS)],
                        timeout=LOOP_DEADLINE)
         for mode in MODES:
             with self.subTest(mode=mode):

@@ -356,6 +356,27 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
 mod tests {
     use super::*;
 
+    /// What runs in the SIGSEGV handler (this file, faults.rs's record, pages.rs's claim) and in
+    /// the fault thread before it answers calls no unwinder: backtrace(3) loads libgcc_s on first
+    /// use and walks the loader's and the unwinder's tables under their locks, which the
+    /// interrupted thread (a dlopen, a C++ throw) may hold. The stack is copied instead
+    /// (faults::stack_words) and read after.
+    #[test]
+    fn no_unwinding_where_a_fault_is_handled() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/audit");
+        for file in ["segv.rs", "faults.rs", "pages.rs", "uffd.rs"] {
+            let src = std::fs::read_to_string(dir.join(file)).expect("a source file");
+            let code = src.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+            for call in ["backtrace(", "_Unwind_Backtrace", "dladdr("] {
+                let found = code
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(call));
+                assert!(!found, "audit/{file} calls {call}");
+            }
+        }
+    }
+
     #[test]
     fn an_action_round_trips_through_its_words_and_sigaction() {
         let a = Action {

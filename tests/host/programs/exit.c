@@ -8,11 +8,14 @@
  *   exit loop     gets and acks events in a loop until SIGALRM, 2 to 22 ms in (by the process
  *                 id, so that runs land at different points of the loop), calls exit(0) from its
  *                 handler
- * Both exit 0; a step that fails is exit 2, said on stdout (fd 2 is the pipe). */
+ *   exit loop fork  the same, but the handler forks (the child _exits 0), waits for the child
+ *                 and then calls exit(0): the fork's handlers run in the interrupted thread
+ * All exit 0 (5: the child did not); a step that fails is exit 2, said on stdout. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include "host.h"
 
@@ -32,6 +35,20 @@ static void empty_and_exit(int sig)
 static void exit_now(int sig)
 {
     (void)sig;
+    exit(0);
+}
+
+/* fork(2) from the handler (a service that spawns a helper on a signal): the child exits at
+ * once, the parent waits for it and exits. */
+static void fork_and_exit(int sig)
+{
+    (void)sig;
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    int status = -1;
+    if (child < 0 || waitpid(child, &status, 0) != child || status != 0)
+        _exit(5);
     exit(0);
 }
 
@@ -82,9 +99,9 @@ static int blocked(char **args)
 
 static int loop(char **args)
 {
-    (void)args;
     struct rdma_cm_id *id = host_id(host_channel());
-    on_alarm(exit_now, 2000 + (long)getpid() * 7919 % 20000);
+    int by_fork = args[0] && strcmp(args[0], "fork") == 0;
+    on_alarm(by_fork ? fork_and_exit : exit_now, 2000 + (long)getpid() * 7919 % 20000);
     for (long i = 0; i < 100 * 1000 * 1000; i++)
         host_round(id, RDMA_CM_EVENT_ESTABLISHED);
     printf("the timer did not come\n");
@@ -96,7 +113,8 @@ int main(int argc, char **argv)
     static const struct host_case cases[] = {
         {"blocked", 0, blocked},
         {"loop", 0, loop},
+        {"loop", 1, loop},
     };
     return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
-                     "exit blocked | loop");
+                     "exit blocked | loop [fork]");
 }
