@@ -18,7 +18,19 @@ LOOP = [program("exit"), "loop"]
 LOOP_FORK = [program("exit"), "loop", "fork"]
 
 
-class ExitFromHandler(HostTest):
+class LoopTest(HostTest):
+    def assertLoopsEnd(self, argv: list[str]) -> None:
+        """LOOPS runs of ARGV per mode of the preload, all at once: each exits 0 in time."""
+        runs = run_all([(argv, mode) for mode in MODES for _ in range(LOOPS)],
+                       timeout=LOOP_DEADLINE)
+        for mode in MODES:
+            with self.subTest(mode=mode):
+                bad = [r for r in runs if r.mode == mode and r.rc != 0]
+                self.assertEqual(len(bad), 0, "%d of %d runs did not exit 0; the first:\n%s"
+                                 % (len(bad), LOOPS, bad[0] if bad else ""))
+
+
+class ExitFromHandler(LoopTest):
     def test_raw_exits_from_the_alarm(self):
         r = run(BLOCKED)
         self.assertStatus(r, 0)
@@ -36,16 +48,9 @@ class ExitFromHandler(HostTest):
         self.assertEqual([str(r) for r in runs if r.rc != 0], [])
 
     def test_loops_exit_from_their_timer_under_the_preload(self):
-        runs = run_all([(LOOP, mode) for mode in MODES for _ in range(LOOPS)],
-                       timeout=LOOP_DEADLINE)
-        for mode in MODES:
-            with self.subTest(mode=mode):
-                bad = [r for r in runs if r.mode == mode and r.rc != 0]
-                self.assertEqual(len(bad), 0, "%d of %d runs did not exit 0; the first:\n%s"
-                                 % (len(bad), LOOPS, bad[0] if bad else ""))
+        self.assertLoopsEnd(LOOP)
 
-
-class ForkFromHandler(HostTest):
+class ForkFromHandler(LoopTest):
     """fork(2) from a signal handler that interrupted a wrapped call: the preload's fork handlers
     (lifecycle.rs) must not wait for a lock the interrupted thread holds, in the parent or the
     child."""
@@ -55,14 +60,7 @@ class ForkFromHandler(HostTest):
         self.assertEqual([str(r) for r in runs if r.rc != 0], [])
 
     def test_loops_fork_from_their_timer_under_the_preload(self):
-        runs = run_all([(LOOP_FORK, mode) for mode in MODES for _ in range(LOOPS)],
-                       timeout=LOOP_DEADLINE)
-        for mode in MODES:
-            with self.subTest(mode=mode):
-                bad = [r for r in runs if r.mode == mode and r.rc != 0]
-                self.assertEqual(len(bad), 0, "%d of %d runs did not exit 0; the first:\n%s"
-                                 % (len(bad), LOOPS, bad[0] if bad else ""))
-
+        self.assertLoopsEnd(LOOP_FORK)
 
 if __name__ == "__main__":
     unittest.main()

@@ -41,6 +41,7 @@ pub mod fault;
 pub mod flight;
 pub mod fork_lock;
 pub mod logging;
+pub mod mapping;
 pub mod outfile;
 pub mod page;
 mod pool;

@@ -152,38 +152,41 @@ pub fn queue(f: Fault) {
     let _ = FAULTS.push(f);
 }
 
-/// Says `f` on stderr, without allocating.
+/// Says `f` on stderr, without allocating (core's formatting into a buffer on the stack, then
+/// one write(2)): from a signal handler, or the fault thread.
 pub fn say(f: &Fault) {
-    let mut line = SignalLine::new();
-    line.push(b"==cmsafe== use-after-ack: seq=");
-    line.push_dec(f.seq);
-    line.push(b" type=");
-    line.push(
-        cmsafe_core::cm::event_type_name(f.event_type as rdma_cm_event_type::Type).as_bytes(),
-    );
-    line.push(b" id=");
-    line.push_hex(f.id as u64);
-    line.push(b" thread=");
-    line.push_dec(f.thread as u64);
-    line.push(b": read of the event at ");
-    line.push_hex(f.data_addr as u64);
-    line.push(b" after its rdma_ack_cm_event, by ");
-    if f.syscall >= 0 {
-        line.push(b"the kernel in system call ");
-        match syscall_name(f.syscall) {
-            Some(name) => line.push(name.as_bytes()),
-            None => {
-                line.push(b"#");
-                line.push_dec(f.syscall as u64);
-            }
+    let event_type = cmsafe_core::cm::event_type_name(f.event_type as rdma_cm_event_type::Type);
+    // A read of an acked event is no cancellation point without the preload: none here either
+    // (glibc's pthread_setcancelstate is a few atomic operations on the thread's own word, safe
+    // in the handler).
+    crate::sys::cancel::uncancellable(|| {
+        cmsafe_core::stderr::line(format_args!(
+            "==cmsafe== use-after-ack: seq={} type={event_type} id={:#x} thread={}: read of the \
+             event at {:#x} after its rdma_ack_cm_event, by {}",
+            f.seq,
+            f.id,
+            f.thread,
+            f.data_addr,
+            Reader(f)
+        ))
+    });
+}
+
+/// Who read: "code at ADDR", or "the kernel in system call NAME called from ADDR".
+struct Reader<'a>(&'a Fault);
+
+impl std::fmt::Display for Reader<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let f = self.0;
+        if f.syscall < 0 {
+            return write!(out, "code at {:#x}", f.code_addr);
         }
-        line.push(b" called from ");
-    } else {
-        line.push(b"code at ");
+        match syscall_name(f.syscall) {
+            Some(name) => write!(out, "the kernel in system call {name}")?,
+            None => write!(out, "the kernel in system call #{}", f.syscall)?,
+        }
+        write!(out, " called from {:#x}", f.code_addr)
     }
-    line.push_hex(f.code_addr as u64);
-    line.push(b"\n");
-    line.write_stderr();
 }
 
 /// A system call's name, for the calls that read or write a buffer the program passes (those a
@@ -211,64 +214,4 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
         (libc::SYS_futex, "futex"),
     ];
     known.iter().find(|&&(n, _)| n == nr).map(|&(_, name)| name)
-}
-
-/// A line built without allocating, for the signal handler.
-struct SignalLine {
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl SignalLine {
-    fn new() -> Self {
-        SignalLine {
-            buf: [0; 256],
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, s: &[u8]) {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-    }
-
-    fn push_dec(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..]);
-    }
-
-    fn push_hex(&mut self, mut v: u64) {
-        let mut digits = [0u8; 16];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b"0123456789abcdef"[(v & 15) as usize];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(b"0x");
-        self.push(&digits[i..]);
-    }
-
-    fn write_stderr(&self) {
-        // A read of an acked event is no cancellation point without the preload: none here
-        // either (glibc's pthread_setcancelstate is a few atomic operations on the thread's
-        // own word, safe in the handler).
-        crate::sys::cancel::uncancellable(|| {
-            // SAFETY: write(2) of our own buffer; async-signal-safe.
-            unsafe { libc::write(2, self.buf.as_ptr().cast(), self.len) };
-        });
-    }
 }

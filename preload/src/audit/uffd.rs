@@ -16,6 +16,7 @@
 //! start. Where even that is refused (older kernels, seccomp filters), audit closes pages with
 //! mprotect and handles SIGSEGV instead (segv.rs).
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::audit::faults::{self, Fault};
@@ -154,21 +155,7 @@ pub fn open(start: usize, len: usize) -> Result<Reach, Refused> {
 /// Starts the thread that answers faults with `answer` (pages.rs): the thread of the process
 /// that opened the descriptor; false when it could not be started.
 pub fn start(answer: fn(usize, i32) -> (Answer, Option<Fault>)) -> bool {
-    // SAFETY: sigset operations on a local set; pthread_sigmask on the calling thread, restored
-    // right after the spawn (the new thread inherits the blocked mask).
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let spawned = std::thread::Builder::new()
-            .name("cmsafe-uffd".into())
-            .stack_size(128 * 1024)
-            .spawn(move || serve(answer))
-            .is_ok();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        spawned
-    }
+    crate::sys::thread::spawn_blocked("cmsafe-uffd", 128 * 1024, move || serve(answer)).is_some()
 }
 
 /// How a fault is answered.
@@ -314,32 +301,20 @@ pub fn after_fork_in_child() {
 /// code faulted), its stack pointer and its instruction pointer, from /proc/self/task/TID/syscall
 /// ("NR ARGS... SP PC", or "-1 SP PC"). No allocation: the thread may hold malloc's lock.
 pub fn blocked_thread(tid: i32) -> (i64, usize, usize) {
-    // The path, built without allocating (the kernel takes no leading zeros in a tid).
-    let mut path = [0u8; 48];
-    let mut len = 0;
-    let mut put = |bytes: &[u8]| {
-        path[len..len + bytes.len()].copy_from_slice(bytes);
-        len += bytes.len();
+    // The path, formatted into a buffer of its own (core's formatting allocates nothing).
+    let mut path = match cmsafe_core::outfile::Path::new(b"") {
+        Ok(p) => p,
+        Err(_) => return (-1, 0, 0),
     };
-    put(b"/proc/self/task/");
-    let mut digits = [0u8; 10];
-    let (mut v, mut i) = (tid.max(0) as u32, digits.len());
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    if write!(path, "/proc/self/task/{tid}/syscall").is_err() {
+        return (-1, 0, 0);
     }
-    put(&digits[i..]);
-    put(b"/syscall\0");
     let mut buf = [0u8; 256];
     // SAFETY: a NUL-terminated path of our own; a read into our own buffer; our descriptor. A
     // thread blocked on a fault is at no cancellation point of ours: this one, the fault
     // thread, is never cancelled.
     let n = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = libc::open(path.as_c_str().as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return (-1, 0, 0);
         }

@@ -105,22 +105,7 @@ pub fn reset_in_child(w: &mut Watch) {
 
 /// The watcher: a thread with every signal blocked (the program's signals are not for it).
 fn spawn_watcher() -> Option<std::thread::Thread> {
-    // SAFETY: sigset operations on a local set; pthread_sigmask on the calling thread, restored
-    // right after the spawn (the new thread inherits the blocked mask).
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let spawned = std::thread::Builder::new()
-            .name("cmsafe-watch".into())
-            .stack_size(256 * 1024)
-            .spawn(watcher)
-            .ok()
-            .map(|h| h.thread().clone());
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        spawned
-    }
+    crate::sys::thread::spawn_blocked("cmsafe-watch", 256 * 1024, watcher)
 }
 
 /// A read in progress on a channel without ids, as the watcher follows it.

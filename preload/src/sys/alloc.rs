@@ -45,22 +45,7 @@ fn class(layout: &Layout) -> Option<usize> {
 }
 
 fn map(len: usize) -> usize {
-    // SAFETY: an anonymous private mapping.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        0
-    } else {
-        p as usize
-    }
+    cmsafe_core::mapping::Mapping::new(len).map_or(0, |m| m.leak() as usize)
 }
 
 /// Rounds `len` up to whole pages.

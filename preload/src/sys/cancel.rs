@@ -187,9 +187,6 @@ mod tests {
         ("audit/uffd.rs", "libc::close(", 3),
         ("audit/uffd.rs", "libc::open(", 1),
         ("audit/uffd.rs", "libc::read(", 2),
-        // Inside uncancellable: the fault handler's line (a signal handler on the program's
-        // thread, where no lock of ours is held).
-        ("audit/faults.rs", "libc::write(", 1),
     ];
 
     /// Occurrences of `pat` in `src` outside comments; a name is not counted inside a longer

@@ -7,4 +7,5 @@ pub mod config;
 pub mod printable;
 pub mod quiet;
 pub mod real;
+pub mod thread;
 pub mod whereis;

@@ -8,8 +8,8 @@
 //! a ring's length or more below it, outside what the dump prints.
 
 use crate::errno::Errno;
-use crate::flight::mapping::Mapping;
 use crate::flight::ring::Words;
+use crate::mapping::Mapping;
 
 #[repr(C)]
 struct Entry {

@@ -27,7 +27,6 @@
 //! process made it fault (prctl PR_SET_TSC), the release reads the coarse clock instead.
 
 mod held;
-mod mapping;
 pub(crate) mod ring;
 
 use std::ffi::CString;

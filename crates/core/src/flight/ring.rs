@@ -18,7 +18,7 @@ use once_cell::race::OnceBox;
 use crate::clock::{coarse_ns, monotonic_ns};
 use crate::cm::{event_type_name, EventType};
 use crate::errno::Errno;
-use crate::flight::mapping::Mapping;
+use crate::mapping::Mapping;
 use crate::stderr::FdOut;
 
 /// A record's words (after its slot's stamp): [`TYPE_STATUS`] (librdmacm's `event` and
@@ -130,7 +130,7 @@ pub(crate) fn mapped() -> usize {
     RINGS
         .iter()
         .filter_map(OnceBox::get)
-        .map(Mapping::len)
+        .map(Mapping::bytes)
         .sum()
 }
 

@@ -1,11 +1,12 @@
-//! Anonymous memory of the flight recorder's own, from mmap(2): a ring's (kept for good) and a
-//! dump's index of the copies held (unmapped when the dump is done). Neither malloc nor a lock:
-//! a misuse's abort path dumps.
+//! Anonymous memory of our own, from mmap(2), apart from the program's malloc: the flight
+//! recorder's rings (kept for good) and a dump's index of the copies held (unmapped when the
+//! dump is done), which a misuse's abort path uses; the preload's allocator's chunks (kept for
+//! good). Neither malloc nor a lock.
 
 use crate::errno::Errno;
 
 /// A private anonymous mapping of `len` bytes, zeroed; unmapped when dropped.
-pub(crate) struct Mapping {
+pub struct Mapping {
     ptr: *mut u8,
     len: usize,
 }
@@ -18,7 +19,7 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// `len` (> 0) bytes, zeroed; ENOMEM when the kernel has none.
-    pub(crate) fn new(len: usize) -> Result<Mapping, Errno> {
+    pub fn new(len: usize) -> Result<Mapping, Errno> {
         // SAFETY: an anonymous private mapping of our own.
         let p = unsafe {
             libc::mmap(
@@ -36,13 +37,20 @@ impl Mapping {
         Ok(Mapping { ptr: p.cast(), len })
     }
 
-    pub(crate) fn ptr(&self) -> *mut u8 {
+    pub fn ptr(&self) -> *mut u8 {
         self.ptr
     }
 
     /// Its length, as asked for (the kernel rounds it up to whole pages).
-    pub(crate) fn len(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.len
+    }
+
+    /// The memory, kept for the life of the process: never unmapped.
+    pub fn leak(self) -> *mut u8 {
+        let p = self.ptr;
+        std::mem::forget(self);
+        p
     }
 }
 
