@@ -7,8 +7,9 @@
 //!
 //! The thread blocks every signal (the program's signals are not for it), takes no lock and
 //! allocates nothing between a fault's message and its answer: the thread that faulted may hold
-//! any lock (malloc's, a FILE's, a pipe's), and waits for the answer. Only after the answer is
-//! the finding said on stderr.
+//! any lock (malloc's, a FILE's), and waits for the answer. A read by a system call is said on
+//! stderr only after the answer: the call may hold the very pipe's or file's lock that our
+//! write to stderr needs.
 //!
 //! The kernel gives it to root (CAP_SYS_PTRACE), or to anyone with `vm.unprivileged_userfaultfd
 //! = 1`; otherwise, from Linux 5.11, for faults of the program's own code only
@@ -201,9 +202,17 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
         }
         let at = msg.address as usize & !(page - 1);
         let (how, finding) = answer(msg.address as usize, msg.ptid as i32);
-        // Queued before the answer, so that the reader's next call finds it.
+        // Queued before the answer, so that the reader's next call finds it; said before it too
+        // when the program's own code read (the line then comes before anything the program
+        // says next, as the SIGSEGV handler's does), after it when the kernel did: a system
+        // call that reads the page may hold what our write to stderr needs (the pipe's or the
+        // file's lock, when the program writes the very bytes to its stderr).
+        let kernel = finding.as_ref().is_some_and(|f| f.syscall >= 0);
         if let Some(f) = &finding {
             faults::queue(*f);
+            if !kernel {
+                faults::say(f);
+            }
         }
         match how {
             Answer::Fill(bytes, len) => {
@@ -217,9 +226,7 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
             Answer::Wake => wake(at, page),
             Answer::Zero => zero(at, page),
         }
-        // Said only now: the thread that faulted may have held what stderr needs (a pipe's
-        // lock, in a write(2) of the very bytes).
-        if let Some(f) = finding {
+        if let Some(f) = finding.filter(|_| kernel) {
             faults::say(&f);
         }
     }
