@@ -13,6 +13,10 @@ pub enum Holder {
     /// acks it, then moved to `State::copies` with the record's number and ack time (the
     /// record itself is not kept).
     Safe(cmsafe_core::Event),
+    /// Safe: a copy the program never acked, released when rdma_destroy_id of the id it counts
+    /// against returned (librdmacm's event was acked at once); its record is kept a while for
+    /// the program's late ack.
+    Released,
 }
 
 pub struct Record {

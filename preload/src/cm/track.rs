@@ -67,6 +67,11 @@ pub struct State {
     /// written per event. Safe mode's acked copies are in `copies`, which tells their number and
     /// ack time.
     acked: VecDeque<(usize, Record)>,
+    /// Safe mode's records of events the program never acked whose copies went with their id's
+    /// destroy (`Holder::Released`), oldest first, at most [`ACKED_CAP`]: a later ack of one is
+    /// the program's ack of it, not a double ack. The oldest leaves (its event record written)
+    /// as each new one comes.
+    released: VecDeque<(usize, Record)>,
     events: u64,
     by_type: [u64; TYPE_SLOTS],
     held: Held,
@@ -141,6 +146,7 @@ fn new_state(cfg: &Config) -> State {
     State {
         live: PtrMap::default(),
         acked: VecDeque::new(),
+        released: VecDeque::new(),
         events: 0,
         by_type: [0; TYPE_SLOTS],
         held: Held::new(),
@@ -446,7 +452,7 @@ impl State {
     ) -> Result<Option<usize>, bool> {
         // Named only when there is something to report: dladdr scans symbol tables.
         let place = || whereis::describe(caller.addr);
-        let Some(mut r) = self.live.remove(&ptr) else {
+        let Some(mut r) = self.live.remove(&ptr).or_else(|| self.take_released(ptr)) else {
             // Acked before: a record of ours, or safe mode's copy, kept with what it was.
             let prev = match self.acked_record(ptr) {
                 Some(r) => Some((r.seq, r.ack_ns, r.type_name(), r.id)),
@@ -520,6 +526,8 @@ impl State {
                 self.copies.keep(ev, r.seq, r.ack_ns);
                 return Ok(None);
             }
+            // Acked at once by safe mode, its copy released with its id: nothing left to do.
+            Holder::Released => return Ok(None),
         };
         self.keep_acked(ptr, r);
         Ok(Some(raw))
@@ -708,10 +716,25 @@ impl State {
             .map(|(p, _)| *p)
             .collect();
         for p in gone {
-            // The copy goes back to cmsafe's pool; a later ack of the pointer is a double ack
-            // of a copy whose record is gone, as for any copy released.
-            self.live.remove(&p);
+            let Some(mut r) = self.live.remove(&p) else {
+                continue;
+            };
+            // The copy goes back to cmsafe's pool here; the record waits for a late ack.
+            r.holder = Holder::Released;
+            self.released.push_back((p, r));
+            if self.released.len() > ACKED_CAP {
+                if let Some((_, old)) = self.released.pop_front() {
+                    self.report.event(&old);
+                }
+            }
         }
+    }
+
+    /// The record of a released copy the program acks now (newest first: the pointer may have
+    /// been handed out again since, for a copy released again).
+    fn take_released(&mut self, ptr: usize) -> Option<Record> {
+        let at = self.released.iter().rposition(|(p, _)| *p == ptr)?;
+        self.released.remove(at).map(|(_, r)| r)
     }
 
     /// Whether every id of `channel` was destroyed and none made since.
@@ -986,7 +1009,11 @@ impl State {
             };
             self.add(f);
         }
-        let mut unacked: Vec<&Record> = self.live.values().collect();
+        let mut unacked: Vec<&Record> = self
+            .live
+            .values()
+            .chain(self.released.iter().map(|(_, r)| r))
+            .collect();
         unacked.sort_by_key(|r| r.seq);
         for r in unacked {
             self.report.event(r);
