@@ -98,7 +98,8 @@ makefile-check: ## test: a dry run of make test finds a rule for everything it n
 # (rping and ucmatose in the Soft-RoCE guest) and on a storm's checked by its own --check, and the
 # pictures in the docs (docs/img) held to what the converter draws now: the same reports give
 # the same bytes, so a difference is a drawing changed without its picture (make
-# timeline-picture). Python's standard library only, no guest: a second or two.
+# timeline-picture), and each parsed as XML. Python's standard library only, no guest: a few
+# seconds.
 .PHONY: timeline-check timeline-picture
 TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
 # The docs' picture: the real run's ucmatose client and server (4 connections), from the client's
@@ -126,6 +127,8 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	@cmp -s target/timeline-storm.svg $(TIMELINE_STORM_PICTURE) || { echo \
 	  "$(TIMELINE_STORM_PICTURE) is not what bin/cmsafe-timeline draws now: make timeline-picture" \
 	  >&2; exit 1; }
+	python3 -c 'import sys, xml.etree.ElementTree as ET; [ET.parse(p) for p in sys.argv[1:]]' \
+	  target/timeline-real.svg target/timeline-storm.svg
 
 timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committed reports
 	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)

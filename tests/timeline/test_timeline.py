@@ -363,7 +363,7 @@ class BadInput(unittest.TestCase):
         self.addCleanup(os.unlink, path)
         status, _, err = run(path)
         self.assertEqual(status, 1)
-        self.assertIn("cannot read", err)
+        self.assertEqual(err, f"cmsafe-timeline: {path}:1: not UTF-8\n")
 
     def test_a_missing_file(self):
         status, _, err = run(data("no-such-report.json"))
@@ -729,6 +729,7 @@ class Picture(unittest.TestCase):
                 with open(out, "rb") as f:
                     outs.append(f.read())
         self.assertEqual(outs[0], outs[1])
+        self.assertEqual(ET.fromstring(outs[0]).tag, SVG_NS + "svg")
         self.assertGreater(len(outs[0]), 10000)
 
     def test_max_tracks_keeps_the_ones_with_findings(self):
@@ -798,6 +799,7 @@ class PictureCommand(unittest.TestCase):
             self.assertEqual((status, stdout), (0, ""), err)
             with open(out, encoding="utf-8") as f:
                 alone = f.read()
+            self.assertEqual(ET.fromstring(alone.encode("utf-8")).tag, SVG_NS + "svg")
             status, stdout, err = run("--svg", out, "-o", js, data("listener.json"))
             self.assertEqual((status, stdout), (0, ""), err)
             with open(out, encoding="utf-8") as f:
