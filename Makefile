@@ -81,8 +81,9 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 	$(CARGO) test --workspace --locked
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
-# installs: under two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
+# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
+# two minutes once target/ is built, seconds when nothing changed.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -129,6 +130,31 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	  >&2; exit 1; }
 	python3 -c 'import sys, xml.etree.ElementTree as ET; [ET.parse(p) for p in sys.argv[1:]]' \
 	  target/timeline-real.svg target/timeline-storm.svg
+
+# The converter fuzzed (tests/timeline/fuzz_timeline.py: any bytes, mutated reports, mutated
+# timelines to --check): a timeline or one line of error, never a traceback. Hypothesis comes
+# from PyPI, pinned with its hashes (tests/timeline/fuzz-requirements.txt), into a virtualenv of
+# its own under target/, made once (python3-venv: scripts/setup-deps --build). timeline-fuzz, in
+# make check: a fixed number of examples from a fixed seed, about 5 seconds; fuzz-timeline: as
+# many as FUZZ_EXAMPLES each, at random, what fails kept in target/fuzz-timeline-db and tried
+# first the next time. Each failure found becomes a test in tests/timeline/test_hostile.py.
+.PHONY: timeline-fuzz fuzz-timeline
+FUZZ_VENV     := target/fuzz-venv
+FUZZ_EXAMPLES ?= 20000
+FUZZ_RUN      := PYTHONDONTWRITEBYTECODE=1 $(FUZZ_VENV)/bin/python -m unittest discover \
+  -s tests/timeline -p 'fuzz_*.py'
+$(FUZZ_VENV)/installed: tests/timeline/fuzz-requirements.txt | build-deps
+	rm -rf $(FUZZ_VENV)
+	python3 -m venv $(FUZZ_VENV)
+	$(FUZZ_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes \
+	  --only-binary :all: -r tests/timeline/fuzz-requirements.txt
+	touch $@
+
+timeline-fuzz: $(FUZZ_VENV)/installed ## test: the timeline converter fuzzed, briefly, from a fixed seed
+	$(FUZZ_RUN)
+
+fuzz-timeline: $(FUZZ_VENV)/installed ## dev: the timeline converter fuzzed at length (FUZZ_EXAMPLES each)
+	CMSAFE_FUZZ=long CMSAFE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(FUZZ_RUN)
 
 timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committed reports
 	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
@@ -338,7 +364,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

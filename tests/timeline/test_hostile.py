@@ -235,6 +235,21 @@ class WrongTypes(Case):
         self.one_line_error(status, err, "t.json: not JSON")
 
 
+class FoundByTheFuzzer(Case):
+    """Inputs make fuzz-timeline found that failed, each kept as a plain test."""
+
+    def test_an_event_record_with_a_flight_records_release(self):
+        # An event record with a field of a flight record's, "release_ns", of any type or
+        # size: the field takes no part in an event (it ended in a TypeError or an
+        # OverflowError).
+        for value in ('""', "-1" + "0" * 400, "5"):
+            report = self.report(line(EVENT)[:-2] + ',"release_ns":%s}\n' % value)
+            status, out, err = command(report)
+            self.assertEqual((status, err), (0, ""))
+            (b,) = [m for m in json.loads(out)["traceEvents"] if m["ph"] == "b"]
+            self.assertEqual(b["args"]["held_ms"], 0.004)
+
+
 class NotAFile(Case):
     """A FIFO (or a directory, a device) where a report or a trace should be: refused at once,
     never waited on."""
