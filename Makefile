@@ -83,7 +83,7 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
 # two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -155,6 +155,16 @@ timeline-fuzz: $(FUZZ_VENV)/installed ## test: the timeline converter fuzzed, br
 
 fuzz-timeline: $(FUZZ_VENV)/installed ## dev: the timeline converter fuzzed at length (FUZZ_EXAMPLES each)
 	CMSAFE_FUZZ=long CMSAFE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(FUZZ_RUN)
+
+# cmsafe-audit, the launcher (tests/audit): its options, the environment it gives the program,
+# the reports it converts, and the signals: the program's dispositions and mask exactly those
+# of a run without it, a signal to the launcher passed on once. A stand-in preload built with
+# cc and stand-in programs: no RDMA, no guest; a few seconds.
+.PHONY: audit-check
+audit-check: build-deps ## test: cmsafe-audit's options, environment, reports and signals
+	python3 -m py_compile bin/cmsafe-audit
+	@rm -rf bin/__pycache__
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/audit
 
 timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committed reports
 	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
@@ -364,7 +374,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

@@ -467,49 +467,6 @@ class Flight(unittest.TestCase):
             self.assertEqual(len(marks(trace, "b")), 8)
 
 
-class Launcher(unittest.TestCase):
-    """cmsafe-audit --timeline OUT --from REPORT...: the launcher's way to the converter."""
-
-    def test_from_reports(self):
-        audit = os.path.join(os.path.dirname(SCRIPT), "cmsafe-audit")
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "t.json")
-            template = data("multi", "report-%p.json")
-            done = subprocess.run([audit, "--timeline", out, "--from", template],
-                                  capture_output=True, text=True, check=False)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            with open(out, encoding="utf-8") as f:
-                trace = json.load(f)
-            self.assertEqual(tl.validate(trace, tl.read_reports([template])), [])
-            done = subprocess.run([audit, "--from", template], capture_output=True, text=True,
-                                  check=False)
-            self.assertEqual(done.returncode, 2)
-            self.assertIn("usage", done.stderr)
-
-    def test_usage_errors_run_nothing(self):
-        # An unknown option or a --late-ack-ms that is no number is a usage error, exit 2,
-        # before any program runs (the program would write MARK).
-        audit = os.path.join(os.path.dirname(SCRIPT), "cmsafe-audit")
-        with tempfile.TemporaryDirectory() as tmp:
-            mark = os.path.join(tmp, "ran")
-            for argv, said in ((["--bogus"], "unknown option '--bogus'"),
-                               (["--late-ack-ms", "abc"], "not 'abc'"),
-                               (["--late-ack-ms", "-5"], "not '-5'"),
-                               (["--late-ack-ms", ""], "not ''")):
-                done = subprocess.run([audit] + argv + ["--", "touch", mark],
-                                      capture_output=True, text=True, check=False)
-                self.assertEqual(done.returncode, 2, argv)
-                self.assertIn(said, done.stderr)
-                self.assertIn("usage: cmsafe-audit", done.stderr)
-                self.assertFalse(os.path.exists(mark), argv)
-            env = dict(os.environ, CMSAFE_PRELOAD_LIB=os.path.join(tmp, "none.so"))
-            done = subprocess.run([audit, "--", "touch", mark], capture_output=True, text=True,
-                                  check=False, env=env)
-            self.assertEqual(done.returncode, 127)
-            self.assertEqual(done.stderr, "cmsafe-audit: CMSAFE_PRELOAD_LIB=%s: no such file\n"
-                             % env["CMSAFE_PRELOAD_LIB"])
-
-
 class RealRun(unittest.TestCase):
     """The reports of a real run (rping and ucmatose, client and server, in the Soft-RoCE
     guest): every event there, and a valid timeline."""
