@@ -1,9 +1,10 @@
 /* A stand-in for libcmsafe_preload.so in cmsafe-audit's tests (tests/audit): preloaded as the
  * real one is, it writes, as each process exits normally, the one event record the preload
  * would write for a process that got one event, into CMSAFE_REPORT (%p: the pid), created as
- * the preload creates it. Its cm_id and thread are the pid, so a test can tell whose report a
- * record came from. It touches no signal: what the program's signal state is, the launcher
+ * the preload creates it: new, or NAME.<pid> when NAME exists. Its cm_id and thread are the
+ * pid, so a test can tell whose report a record came from. It touches no signal: what the program's signal state is, the launcher
  * made it. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ __attribute__((destructor)) static void write_report(void)
     }
     path[n] = '\0';
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST && n + 24 < sizeof path) {
+        snprintf(path + n, sizeof path - n, ".%ld", (long)getpid());
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    }
     if (fd < 0)
         return;
     dprintf(fd,

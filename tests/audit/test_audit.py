@@ -286,6 +286,20 @@ class Reports(Case):
             "cmsafe-timeline: %s: no report (no process touched librdmacm)" % template,
             "cmsafe-timeline: %s: 1 file from before this run left out" % template])
 
+    def test_a_name_taken_is_the_name_and_a_pid(self):
+        # Two processes, one report name without %p: the second finds the name taken and
+        # writes NAME.<pid> (as the preload does), and both are in the timeline.
+        status, out, err = self.audit("--report", "r.json", "--timeline", "t.json", "--", "sh",
+                                      "-c", "cat /dev/null; echo $$; exec cat /dev/null")
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         sorted(["r.json", "r.json.%s" % out.strip(), "t.json", "tmp"]))
+        trace = self.trace(self.path("t.json"))
+        self.assertEqual(len(events_of(trace)), 2)
+        tracks = [m["args"]["name"] for m in trace["traceEvents"] if m["name"] == "process_name"]
+        self.assertEqual([t.split(" - ")[-1] for t in tracks],
+                         ["r.json", "pid %s (r.json.%s)" % (out.strip(), out.strip())])
+
     def test_the_temporary_reports(self):
         status, out, err = self.audit("--timeline", "t.json", "--", *ECHO_PID)
         self.assertEqual((status, err), (0, ""))

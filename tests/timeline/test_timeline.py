@@ -204,6 +204,21 @@ class Converted(unittest.TestCase):
         self.assertEqual(min(m["ts"] for m in marks(trace, "b")), 0.0)
         self.assertEqual(trace["otherData"]["origin_ns"], 19000000)
 
+    def test_a_name_taken_is_the_name_and_a_pid(self):
+        # The preload writes NAME.<pid> when NAME exists, and a child forked after it read a
+        # name without %p writes its own so: each is that pid's report.
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("r.json", "r.json.301", "r.json.32", "r.json.x", "q-7.json",
+                         "q-7.json.7", "q-8.json.8", "q-7.json.7.1"):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write("")
+            self.assertEqual(tl.expand(os.path.join(d, "r.json")), [
+                (os.path.join(d, "r.json"), "r.json"),
+                (os.path.join(d, "r.json.32"), "pid 32 (r.json.32)"),
+                (os.path.join(d, "r.json.301"), "pid 301 (r.json.301)")])
+            self.assertEqual([label for _, label in tl.expand(os.path.join(d, "q-%p.json"))],
+                             ["pid 7 (q-7.json)", "pid 7 (q-7.json.7)", "pid 8 (q-8.json.8)"])
+
     def test_per_track_times_never_go_back(self):
         for name in ("overlap.json", "never_acked.json", "findings.json"):
             _, trace = convert(name)
