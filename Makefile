@@ -156,12 +156,14 @@ timeline-fuzz: $(FUZZ_VENV)/installed ## test: the timeline converter fuzzed, br
 fuzz-timeline: $(FUZZ_VENV)/installed ## dev: the timeline converter fuzzed at length (FUZZ_EXAMPLES each)
 	CMSAFE_FUZZ=long CMSAFE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(FUZZ_RUN)
 
-# cmsafe-audit, the launcher (tests/audit): its options, the environment it gives the program,
-# the reports it converts, and the signals: the program's dispositions and mask exactly those
-# of a run without it, a signal to the launcher passed on once. A stand-in preload built with
-# cc and stand-in programs: no RDMA, no guest; a few seconds.
+# cmsafe-audit, the launcher (tests/audit): its bash part's syntax (the file is also Python's),
+# its options, the environment it gives the program, the reports it converts, and the signals:
+# the program's dispositions and mask exactly those of a run without it, a signal to the
+# launcher passed on once. A stand-in preload built with cc and stand-in programs: no RDMA, no
+# guest; about 15 seconds.
 .PHONY: audit-check
 audit-check: build-deps ## test: cmsafe-audit's options, environment, reports and signals
+	sed -n "/^''':'$$/,/^'''$$/p" bin/cmsafe-audit | sed '1d;$$d' | bash -n
 	python3 -m py_compile bin/cmsafe-audit
 	@rm -rf bin/__pycache__
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/audit
