@@ -425,12 +425,17 @@ class Signals(Case):
         with open(self.path("got")) as f:
             return [tuple(int(w) for w in line.split()) for line in f]
 
+    def signalled(self, mode, sig):
+        """A fresh run of the program in MODE, SIG sent to cmsafe-audit alone once it is
+        ready: (its Popen, ended; its stderr)."""
+        self.fresh()
+        p = self.start(mode)
+        os.kill(p.pid, sig)
+        return p, p.communicate(timeout=TIMEOUT)[1]
+
     def test_a_signal_to_the_launcher_is_passed_on_once(self):
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
-            self.fresh()
-            p = self.start("count")
-            os.kill(p.pid, sig)
-            _, err = p.communicate(timeout=TIMEOUT)
+            p, err = self.signalled("count", sig)
             # The program took it, from cmsafe-audit, and exited 3: that is the status, and its
             # report (it exited) is in the timeline.
             self.assertEqual((p.returncode, self.got()), (3, [(sig, SI_USER, p.pid)]), err)
@@ -440,10 +445,7 @@ class Signals(Case):
     def test_a_program_ended_by_it(self):
         # cmsafe-audit ends by the signal that ended the program, once the timeline is made.
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
-            self.fresh()
-            p = self.start("die")
-            os.kill(p.pid, sig)
-            _, err = p.communicate(timeout=TIMEOUT)
+            p, err = self.signalled("die", sig)
             self.assertEqual(p.returncode, -sig, err)
             self.assertFalse(os.path.exists(self.path("got")))
             # Ended by a signal, it wrote no report: an empty timeline, made all the same.
