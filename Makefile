@@ -81,8 +81,9 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 	$(CARGO) test --workspace --locked
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
-# installs: under two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check harness-check host-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, harness, host tests
+# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
+# two minutes once target/ is built, seconds when nothing changed.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -98,7 +99,8 @@ makefile-check: ## test: a dry run of make test finds a rule for everything it n
 # (rping and ucmatose in the Soft-RoCE guest) and on a storm's checked by its own --check, and the
 # pictures in the docs (docs/img) held to what the converter draws now: the same reports give
 # the same bytes, so a difference is a drawing changed without its picture (make
-# timeline-picture). Python's standard library only, no guest: a second or two.
+# timeline-picture), and each parsed as XML. Python's standard library only, no guest: a few
+# seconds.
 .PHONY: timeline-check timeline-picture
 TIMELINE_REAL := $(wildcard tests/timeline/data/real/*.json)
 # The docs' picture: the real run's ucmatose client and server (4 connections), from the client's
@@ -126,6 +128,45 @@ timeline-check: build-deps ## test: the timeline converter's unit tests and its 
 	@cmp -s target/timeline-storm.svg $(TIMELINE_STORM_PICTURE) || { echo \
 	  "$(TIMELINE_STORM_PICTURE) is not what bin/cmsafe-timeline draws now: make timeline-picture" \
 	  >&2; exit 1; }
+	python3 -c 'import sys, xml.etree.ElementTree as ET; [ET.parse(p) for p in sys.argv[1:]]' \
+	  target/timeline-real.svg target/timeline-storm.svg
+
+# The converter fuzzed (tests/timeline/fuzz_timeline.py: any bytes, mutated reports, mutated
+# timelines to --check): a timeline or one line of error, never a traceback. Hypothesis comes
+# from PyPI, pinned with its hashes (tests/timeline/fuzz-requirements.txt), into a virtualenv of
+# its own under target/, made once (python3-venv: scripts/setup-deps --build). timeline-fuzz, in
+# make check: a fixed number of examples from a fixed seed, about 5 seconds; fuzz-timeline: as
+# many as FUZZ_EXAMPLES each, at random, what fails kept in target/fuzz-timeline-db and tried
+# first the next time. Each failure found becomes a test in tests/timeline/test_hostile.py.
+.PHONY: timeline-fuzz fuzz-timeline
+FUZZ_VENV     := target/fuzz-venv
+FUZZ_EXAMPLES ?= 20000
+FUZZ_RUN      := PYTHONDONTWRITEBYTECODE=1 $(FUZZ_VENV)/bin/python -m unittest discover \
+  -s tests/timeline -p 'fuzz_*.py'
+$(FUZZ_VENV)/installed: tests/timeline/fuzz-requirements.txt | build-deps
+	rm -rf $(FUZZ_VENV)
+	python3 -m venv $(FUZZ_VENV)
+	$(FUZZ_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes \
+	  --only-binary :all: -r tests/timeline/fuzz-requirements.txt
+	touch $@
+
+timeline-fuzz: $(FUZZ_VENV)/installed ## test: the timeline converter fuzzed, briefly, from a fixed seed
+	$(FUZZ_RUN)
+
+fuzz-timeline: $(FUZZ_VENV)/installed ## dev: the timeline converter fuzzed at length (FUZZ_EXAMPLES each)
+	CMSAFE_FUZZ=long CMSAFE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(FUZZ_RUN)
+
+# cmsafe-audit, the launcher (tests/audit): its bash part's syntax (the file is also Python's),
+# its options, the environment it gives the program, the reports it converts, and the signals:
+# the program's dispositions and mask exactly those of a run without it, a signal to the
+# launcher passed on once. A stand-in preload built with cc and stand-in programs: no RDMA, no
+# guest; about 15 seconds.
+.PHONY: audit-check
+audit-check: build-deps ## test: cmsafe-audit's options, environment, reports and signals
+	sed -n "/^''':'$$/,/^'''$$/p" bin/cmsafe-audit | sed '1d;$$d' | bash -n
+	python3 -m py_compile bin/cmsafe-audit
+	@rm -rf bin/__pycache__
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/audit
 
 timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committed reports
 	bin/cmsafe-timeline --svg $(TIMELINE_PICTURE) $(TIMELINE_PICTURE_ARGS)
@@ -373,7 +414,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

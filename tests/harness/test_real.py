@@ -8,6 +8,7 @@ The failing variants are edited copies of them.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import json
@@ -211,12 +212,20 @@ class PreloadedTest(Recorded):
         self.assertEqual(problems[3:], ["server: JSON 4 event records, the summaries count 3 events"])
 
     def test_report_last_line_and_missing(self):
+        # A last line cut short (the server killed as it wrote) is skipped, and said on stderr;
+        # one whole but for its newline is a record.
         rep = self.report("rping.audit.server")
-        self.append(rep, '{"record":"destroy","id":"0x1","thread":1,"at_ns":1}')
+        self.append(rep, '{"record":"destroy","id":"0x1","thr')
         os.unlink(self.report("rping.audit.client"))
-        self.assertEqual(self.preloaded("rping")[0], [
-            "server: JSON %s: the last line has no newline" % os.path.basename(rep),
-            "client: no JSON report (rping.audit.client.<pid>.jsonl)"])
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            problems = self.preloaded("rping")[0]
+        self.assertEqual(problems, ["client: no JSON report (rping.audit.client.<pid>.jsonl)"])
+        self.assertEqual(err.getvalue(), "%s: the last line is cut (35 bytes, no newline): "
+                                         "skipped\n" % os.path.basename(rep))
+        self.append(rep, 'ead":1,"at_ns":1,"extra":[]}')
+        self.assertEqual(self.preloaded("rping")[0],
+                         ["client: no JSON report (rping.audit.client.<pid>.jsonl)"])
 
     def test_many_report_problems_are_counted(self):
         self.append(self.report("rping.audit.server"), "x\n" * 10)

@@ -10,6 +10,8 @@ The layers, each importing only those above it:
   guest      what the guest says of itself: device, transport, time scale
   proc       running programs: one to its end or its hang, servers in the background
   tally      the verdicts: ok / FAIL / skip lines and the counts a harness ends with
+  reports    a JSON report's whole lines: a last line cut short (a full disk, a process
+             killed mid-write) skipped, and said
   audit      the preload's output: finding lines and summaries on stderr, the JSON report
   budgets    bench/budgets.tsv, the instruction budgets per architecture
   callgrind  valgrind's count of a run, and the preload's share of a profile

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import guest
-from . import proc
+from . import proc, reports
 from .tally import Tally
 
 PROG = "api-under-preload"
@@ -118,8 +118,9 @@ def run_mode(mode: str, port: int, addr: str) -> Verdict:
         if src is None:
             server.stop()
             src = TIMEOUT_STATUS
-    return check_mode(mode, CLIENTS, src, crc, server.out(), client.out, proc.read_lines(srep),
-                      proc.read_lines(crep), slog, clog)
+    return check_mode(mode, CLIENTS, src, crc, server.out(), client.out,
+                      reports.report_lines(srep) or [], reports.report_lines(crep) or [], slog,
+                      clog)
 
 
 def main(argv: list[str]) -> int:

@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from . import reports
+
 PREFIX = "==cmsafe== "
 
 # The repository this package lives in (tests/harness/cmsafe_harness): its lists' sources.
@@ -178,16 +180,6 @@ class ReportCheck:
         return found
 
 
-def report_lines(name: str, text: str) -> tuple[list[str], list[str]]:
-    """A JSON report's lines, one record each, and the problem "NAME: the last line has no
-    newline" when so (the preload writes whole lines: a cut one is a write that failed)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-        return lines, []
-    return lines, ["%s: the last line has no newline" % name] if lines else []
-
-
 def report_record(name: str, n: int, line: str) -> tuple[dict | None, list[str]]:
     """Line N of the JSON report NAME: its record (None when it is no record of the preload's)
     and its problems, "NAME:N ...": not JSON, not one of the report's records, a record without
@@ -227,8 +219,7 @@ def check_report(paths: Sequence[str], kind: str = "-", seq: str = "*", typ: str
             continue
         if token and token.encode() in raw:
             out.append("private data bytes (%s...) in the JSON report %s" % (token, name))
-        lines, problems = report_lines(name, raw.decode("utf-8", "replace"))
-        out += ["JSON " + p for p in problems]
+        lines = reports.whole_lines(name, raw)
         if not lines:
             out.append("JSON %s is empty" % name)
         for n, line in enumerate(lines, 1):

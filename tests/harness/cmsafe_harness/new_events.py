@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from . import guest
-from . import proc
+from . import proc, reports
 from .tally import Tally
 
 PROG = "new-events"
@@ -95,10 +95,6 @@ def say_verdict(t: Tally, name: str, v: Verdict) -> None:
             t.say(line)
 
 
-def report_lines(path: str) -> list[str] | None:
-    return proc.read_lines(path) if os.path.exists(path) else None
-
-
 def summary(t: Tally) -> str:
     return "new-events: %d passed, %d failed, %d counted apart" % (t.passed, t.failed, t.apart)
 
@@ -122,7 +118,7 @@ def main(argv: list[str]) -> int:
             program = [AUDIT, "--" + mode, "--report", report, "--"] + program
         r = proc.run(program, log, timeout=RUN_TIMEOUT, merged=True, env=None)
         rc = TIMEOUT_STATUS if r.hung else r.rc
-        v = check_run(mode, rc, r.out, None if mode == "none" else report_lines(report))
+        v = check_run(mode, rc, r.out, None if mode == "none" else reports.report_lines(report))
         say_verdict(t, name, v)
     t.say(summary(t))
     return 1 if t.failed else 0

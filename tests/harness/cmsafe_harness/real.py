@@ -71,7 +71,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from . import audit, guest, proc, real_programs
+from . import audit, guest, proc, real_programs, reports
 from .real_programs import Allow, Program, Step
 from .tally import Tally
 
@@ -329,9 +329,7 @@ def check_reports(side: str, files: Sequence[str], want_events: int | None, run:
     for path in files:
         fname = os.path.basename(path)
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8", "replace")
-        ls, bad = audit.report_lines(fname, text)
-        problems += bad
+            ls = reports.whole_lines(fname, f.read())
         for n, line in enumerate(ls, 1):
             o, bad = audit.report_record(fname, n, line)
             problems += bad
@@ -530,7 +528,7 @@ def field_records(name: str, prefix: str, sides: str, kinds: Sequence[str]) -> l
         nproc = 0
         for rep in sorted(glob.glob(glob.escape(p) + ".*.jsonl")):
             nproc += 1
-            for line in lines(rep):
+            for line in reports.report_lines(rep) or []:
                 try:
                     o = json.loads(line)
                 except ValueError:

@@ -32,7 +32,7 @@ import time
 from typing import Sequence
 
 from . import guest as guest_mod
-from . import proc
+from . import proc, reports
 from .tally import Tally
 
 PROG = "usdt-in-guest"
@@ -98,10 +98,14 @@ def parse_firings(lines: Sequence[str], probes: Sequence[str] = PROBES) -> dict[
 
 
 def read_report(paths: Sequence[str]) -> list[dict]:
+    """The records of the reports (or dumps) PATHS, their whole lines' (reports.py); OSError
+    for one not written."""
     records = []
     for p in paths:
-        with open(p) as f:
-            records += [json.loads(line) for line in f if line.strip()]
+        lines = reports.report_lines(p)
+        if lines is None:
+            raise FileNotFoundError(p)
+        records += [json.loads(line) for line in lines if line.strip()]
     return records
 
 
