@@ -44,6 +44,7 @@ extern "C" fn at_exit() {
             || CQS.held_here()
             || ASYNCS.held_here()
             || WATCH.held_here()
+            || crate::audit::sink::held_here()
             || crate::sys::alloc::held_here()
         {
             // Written from the stack: the allocator may be the lock this thread is inside.
@@ -74,6 +75,7 @@ extern "C" fn before_fork() {
     STATE.lock_for_fork();
     CQS.lock_for_fork();
     ASYNCS.lock_for_fork();
+    crate::audit::sink::lock_for_fork();
     RING_PAGES.lock_for_fork();
     cmsafe_core::event::lock_for_fork();
     crate::sys::alloc::lock_for_fork();
@@ -83,6 +85,7 @@ extern "C" fn after_fork_parent() {
     crate::sys::alloc::unlock_after_fork();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
+    crate::audit::sink::unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
@@ -102,6 +105,7 @@ extern "C" fn after_fork_child() {
     crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
+    crate::audit::sink::after_fork_in_child(later);
     ASYNCS.after_fork_in_child(later);
     CQS.after_fork_in_child(later);
     STATE.after_fork_in_child(

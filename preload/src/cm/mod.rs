@@ -3,6 +3,7 @@
 
 pub mod objects;
 pub mod readers;
+pub mod record;
 pub mod track;
 pub mod watch;
 pub mod wrap_events;

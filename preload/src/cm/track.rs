@@ -13,12 +13,13 @@ use cmsafe_core::safe::{self, SafeCopies};
 
 use crate::audit::findings::{Finding, Kind};
 use crate::audit::held::Held;
+use crate::audit::pages;
 use crate::audit::probes;
-use crate::audit::record::{reported, Holder, Record};
-use crate::audit::report::{self, ReportFile};
-use crate::audit::report_file;
-use crate::audit::{faults, pages};
+use crate::audit::record::EventSource;
+use crate::audit::report;
+use crate::audit::sink::{self, Outbox};
 use crate::cm::objects::{self, Objects};
+use crate::cm::record::{reported, Holder, Record};
 use crate::sys::config::{Config, Mode, CONFIG};
 use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
@@ -75,12 +76,9 @@ pub struct State {
     events: u64,
     by_type: [u64; TYPE_SLOTS],
     held: Held,
-    /// The first finding of each kind and how many there were: bounded however many there are
-    /// (each is said on stderr and in the report as it happens).
-    findings: Vec<(Finding, u64)>,
-    report: ReportFile,
-    /// Lines for stderr (each finding as it happens), said once the lock is released.
-    say: String,
+    /// What this call has to say (findings, the report's records), delivered to the findings
+    /// sink once the lock is released (`with_state`).
+    out: Outbox,
     touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
     copies: SafeCopies,
@@ -89,9 +87,6 @@ pub struct State {
     cancelled_total: u64,
     /// Ids and channels: created, destroyed, rejected.
     objects: Objects,
-    /// Use-after-ack faults said on stderr but not recorded: the signal handler's queue was
-    /// full. Counted at exit.
-    faults_lost: u64,
 }
 
 /// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
@@ -150,77 +145,96 @@ fn new_state(cfg: &Config) -> State {
         events: 0,
         by_type: [0; TYPE_SLOTS],
         held: Held::new(),
-        findings: Vec::new(),
-        report: if cfg.report.is_some() {
-            ReportFile::new()
-        } else {
-            ReportFile::none()
-        },
-        say: String::new(),
+        out: Outbox::new(cfg.report.is_some()),
         touched: false,
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
         objects: Objects::new(cfg.rejected_ids),
-        faults_lost: 0,
     }
 }
 
-/// Runs `f` on the state, creating it on first use; then, with the lock released, says what
-/// `f` had to say (stderr, the report).
+/// Runs `f` on the state, creating it on first use; then, with the lock released, delivers what
+/// `f` had to say to the findings sink (stderr, the report, the summary's counts).
 pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let (r, out) = {
         let mut guard = STATE.lock();
         let state = guard.get_or_insert_with(|| new_state(&CONFIG));
         state.touched = true;
-        if faults::faults_pending() {
-            state.absorb_faults();
-        }
         let r = f(state);
-        (r, state.take_out())
+        (r, state.out.take())
     };
-    out.send();
+    sink::deliver(out);
     r
-}
-
-/// What a call through the tracker had to say, taken under its lock and said after.
-#[must_use]
-pub struct Out {
-    say: String,
-    report: Option<(report_file::Turn, Vec<u8>)>,
-}
-
-impl Out {
-    pub fn send(self) {
-        if !self.say.is_empty() {
-            crate::sys::cancel::write_stderr(format_args!("{}", self.say));
-        }
-        if let Some((turn, lines)) = self.report {
-            report_file::write(turn, &lines);
-        }
-    }
 }
 
 /// At exit: the tracker's last findings and its summary, with `extra` (the completion and async
 /// events' lines) after its counts, said on stderr. The caller made sure this thread is not
 /// inside the lock already (lifecycle.rs).
 pub fn finish(extra: Option<String>) {
-    let (summary, out) = {
+    let (ending, out) = {
         let mut guard = STATE.lock();
         match guard.as_mut() {
-            Some(s) => (s.finish(extra), Some(s.take_out())),
-            None => (None, None),
+            Some(s) => (Some(s.finish()), s.out.take()),
+            None => (None, Outbox::default()),
         }
     };
-    if let Some(out) = out {
-        out.send();
+    sink::deliver(out);
+    let Some(ending) = ending else { return };
+    if let Some(s) = ending.summary(extra) {
+        crate::sys::cancel::write_stderr(format_args!("{s}"));
     }
-    if let Some(mut s) = summary {
-        // After the last lines went to the report: what it lost is known now.
-        if let Some(line) = report_file::summary_line() {
+}
+
+/// What the tracker counted, taken at exit for the summary.
+pub struct Ending {
+    touched: bool,
+    events: u64,
+    by_type: Vec<(String, u64)>,
+    held: Held,
+    cancelled: u64,
+    left: objects::Leftover,
+}
+
+impl Ending {
+    /// The summary: the tracker's counts, the findings sink's, then `extra` (the completion and
+    /// async events' lines) and what is left; None when the program touched nothing.
+    fn summary(self, extra: Option<String>) -> Option<String> {
+        let findings = sink::total();
+        if !self.touched || self.events == 0 && findings == 0 {
+            return None;
+        }
+        let mode = match CONFIG.mode {
+            Mode::Safe => "safe",
+            Mode::Audit => "audit",
+            Mode::Off => "off",
+        };
+        let mut s = report::summary_head(mode, self.events, findings, &self.by_type, &self.held);
+        s.push_str(&sink::summary_lines());
+        if let Some(line) = extra {
             s.push_str(&line);
         }
-        crate::sys::cancel::write_stderr(format_args!("{s}"));
+        if self.cancelled > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
+                self.cancelled
+            ));
+        }
+        if let Some(line) = sink::lost_line() {
+            s.push_str(&line);
+        }
+        let left = self.left;
+        if left.ids > 0 || left.channels > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   never destroyed: {} cm_ids ({} of rejected requests), {} event channels\n",
+                left.ids, left.rejected, left.channels
+            ));
+        }
+        // After the last lines went to the report: what it lost is known now.
+        if let Some(line) = crate::audit::report_file::summary_line() {
+            s.push_str(&line);
+        }
+        Some(s)
     }
 }
 
@@ -240,37 +254,8 @@ pub struct Wait {
 pub use cmsafe_core::clock::monotonic_ns as now_ns;
 
 impl State {
-    /// What this call made to say: stderr's lines, and the report's unless another thread is
-    /// opening the file (they wait here for the next call).
-    fn take_out(&mut self) -> Out {
-        let say = std::mem::take(&mut self.say);
-        let report = self
-            .report
-            .has_lines()
-            .then(report_file::turn)
-            .and_then(|turn| (turn != report_file::Turn::Keep).then(|| (turn, self.report.take())));
-        Out { say, report }
-    }
-
     fn add(&mut self, f: Finding) {
-        report::say(&mut self.say, &f);
-        if probes::on() {
-            probes::finding(&f);
-        }
-        self.report.finding(&f);
-        self.count_finding(f);
-    }
-
-    /// A finding made elsewhere (completion-queue events): said, reported and counted.
-    pub fn add_finding(&mut self, f: Finding) {
-        self.add(f);
-    }
-
-    fn count_finding(&mut self, f: Finding) {
-        match self.findings.iter_mut().find(|(g, _)| g.kind == f.kind) {
-            Some((_, n)) => *n += 1,
-            None => self.findings.push((f, 1)),
-        }
+        self.out.finding(f);
     }
 
     fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
@@ -283,42 +268,6 @@ impl State {
             place: place.to_string(),
             message,
         });
-    }
-
-    /// Faults the signal handler recorded (`faults::faults_pending`), as findings.
-    #[cold]
-    fn absorb_faults(&mut self) {
-        let (faults, lost) = faults::drain_faults();
-        self.faults_lost += lost;
-        for fault in faults {
-            // Already said on stderr by the signal handler.
-            let f = Finding {
-                kind: Kind::UseAfterAck,
-                seq: fault.seq,
-                event_type: event_type_name(fault.event_type),
-                id: fault.id,
-                thread: fault.thread,
-                place: whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
-                message: match faults::syscall_name(fault.syscall) {
-                    _ if fault.syscall < 0 => format!(
-                        "read of the event's memory at {:#x} after its rdma_ack_cm_event",
-                        fault.data_addr
-                    ),
-                    name => format!(
-                        "the kernel read the event's memory at {:#x} after its \
-                         rdma_ack_cm_event, for the system call {}: without the preload it \
-                         reads freed memory",
-                        fault.data_addr,
-                        name.map_or_else(|| format!("#{}", fault.syscall), str::to_string)
-                    ),
-                },
-            };
-            if probes::on() {
-                probes::finding(&f);
-            }
-            self.report.finding(&f);
-            self.count_finding(f);
-        }
     }
 
     /// A new event, got from librdmacm as `raw` and `prepared` for the program (outside the
@@ -418,7 +367,7 @@ impl State {
         let Some(r) = self.live.get(&handed) else {
             return;
         };
-        probes::event_fetched(r);
+        probes::event_fetched(&r.line());
         let brings = matches!(
             r.event_type,
             RDMA_CM_EVENT_ADDR_RESOLVED
@@ -437,7 +386,7 @@ impl State {
                     cmsafe_core::event::addr_text(&addr.dst_addr_union.dst_addr),
                 )
             };
-            self.report.address(r.id, &src, &dst);
+            self.out.lines.address(r.id, &src, &dst);
         }
     }
 
@@ -513,7 +462,7 @@ impl State {
             self.finding(Kind::LateAck, &r, &place(), msg);
         }
         self.held.add(held);
-        self.report.event(&r);
+        self.out.lines.event(&r);
         let raw = match r.holder {
             Holder::Raw(raw) => raw,
             Holder::Guarded { page, raw } => {
@@ -696,7 +645,7 @@ impl State {
     /// After rdma_destroy_id(id), called by `thread` from `at`, returned: safe mode's acked
     /// copies of its events may go.
     pub fn destroyed(&mut self, id: usize, thread: i32, at: usize, rc: i32) {
-        self.report.destroy(id, thread, rc);
+        self.out.lines.destroy(id, thread, rc);
         self.copies.id_destroyed(id);
         self.objects.id_destroyed(id, thread, at);
         if rc == 0 {
@@ -724,7 +673,7 @@ impl State {
             self.released.push_back((p, r));
             if self.released.len() > ACKED_CAP {
                 if let Some((_, old)) = self.released.pop_front() {
-                    self.report.event(&old);
+                    self.out.lines.event(&old);
                 }
             }
         }
@@ -978,13 +927,9 @@ impl State {
         });
     }
 
-    /// At exit: events never acked, the report's event records, and the summary, with `extra`
-    /// (the completion events' line) after its counts.
-    pub fn finish(&mut self, extra: Option<String>) -> Option<String> {
-        // Faults since the program's last call: into the report and the counts.
-        if faults::faults_pending() {
-            self.absorb_faults();
-        }
+    /// At exit: events never acked (findings) and the report's records of the events still
+    /// unacked, into the outbox; and what the summary says of the tracker's counts.
+    pub fn finish(&mut self) -> Ending {
         let mut leftover: Vec<usize> = self
             .live
             .iter()
@@ -1016,47 +961,23 @@ impl State {
             .collect();
         unacked.sort_by_key(|r| r.seq);
         for r in unacked {
-            self.report.event(r);
+            self.out.lines.event(r);
         }
-        if !self.touched || self.events == 0 && self.findings.is_empty() {
-            return None;
-        }
-        let by_type: Vec<(String, u64)> = self
+        let by_type = self
             .by_type
             .iter()
             .enumerate()
             .filter(|(_, n)| **n > 0)
             .map(|(t, n)| (event_type_name(t as u32).to_string(), *n))
             .collect();
-        let mode = match CONFIG.mode {
-            Mode::Safe => "safe",
-            Mode::Audit => "audit",
-            Mode::Off => "off",
-        };
-        let mut s = report::summary(mode, self.events, &by_type, &self.held, &self.findings);
-        if let Some(line) = extra {
-            s.push_str(&line);
+        Ending {
+            touched: self.touched,
+            events: self.events,
+            by_type,
+            held: std::mem::replace(&mut self.held, Held::new()),
+            cancelled: self.cancelled_total,
+            left: self.objects.leftover(),
         }
-        if self.cancelled_total > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
-                self.cancelled_total
-            ));
-        }
-        if self.faults_lost > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {}\n",
-                self.faults_lost
-            ));
-        }
-        let left = self.objects.leftover();
-        if left.ids > 0 || left.channels > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   never destroyed: {} cm_ids ({} of rejected requests), {} event channels\n",
-                left.ids, left.rejected, left.channels
-            ));
-        }
-        Some(s)
     }
 
     /// In a child after fork(2): its own report and counts; what it inherited is not its doing.
@@ -1067,13 +988,10 @@ impl State {
         self.events = 0;
         self.by_type = [0; TYPE_SLOTS];
         self.held.clear();
-        self.findings.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
-        self.faults_lost = 0;
-        // The parent's lines are the parent's to write (the file is closed: report_file).
-        self.report.take();
-        self.say.clear();
+        // What the parent had to say is the parent's (its report is closed: report_file).
+        self.out.clear();
     }
 }
 
@@ -1184,8 +1102,7 @@ mod tests {
         assert!(s.use_of_id("rdma_resolve_addr", id, caller));
         // A sockaddr_in for 192.0.2.1:18515 read as a pointer, as perftest's retry passes it.
         assert!(s.use_of_id("rdma_resolve_addr", 0x0102_00c0_5348_0002, caller));
-        let kinds: Vec<(Kind, u64)> = s.findings.iter().map(|(f, n)| (f.kind, *n)).collect();
-        assert_eq!(kinds, [(Kind::UseAfterDestroyId, 1), (Kind::NotACmId, 1)]);
+        assert_eq!(s.out.kinds(), [Kind::UseAfterDestroyId, Kind::NotACmId]);
         // Made again at the same address: a live id once more.
         s.id_created(id, 0, caller, false);
         assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
@@ -1200,13 +1117,12 @@ mod tests {
         s.destroyed(id, 0, 0, 0);
         // librdmacm made a request id at the freed address unseen, then migrates it.
         assert!(!s.use_of_id("rdma_migrate_id", id, librdmacm));
-        assert!(s.findings.is_empty());
+        assert!(s.out.kinds().is_empty());
         // The program's calls on it are calls on a live id now.
         assert!(!s.use_of_id("rdma_accept", id, program));
-        assert!(s.findings.is_empty());
+        assert!(s.out.kinds().is_empty());
         s.destroyed(id, 0, 0, 0);
         assert!(s.use_of_id("rdma_accept", id, program));
-        let kinds: Vec<Kind> = s.findings.iter().map(|(f, _)| f.kind).collect();
-        assert_eq!(kinds, [Kind::UseAfterDestroyId]);
+        assert_eq!(s.out.kinds(), [Kind::UseAfterDestroyId]);
     }
 }

@@ -81,14 +81,13 @@ fn judge_wait(
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
         }
-        let start = track::now_ns();
-        let mut left = others;
-        while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
-            cancel::sleep(std::time::Duration::from_millis(1));
-            left = with_state(|s| s.still_unacked(&left));
-        }
+        let (left, waited_ns) = crate::sys::wait::for_acks(
+            others,
+            |left| !left.is_empty(),
+            |left| with_state(|s| s.still_unacked(left)),
+        );
         if !left.is_empty() {
-            let waited_ms = (track::now_ns() - start) / 1_000_000;
+            let waited_ms = waited_ns / 1_000_000;
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
         // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
@@ -277,12 +276,11 @@ pub unsafe extern "C-unwind" fn destroy_event_channel(
             // destroy returned without waiting for the program's ack, as librdmacm's would
             // have: the thread may still be in its handler, the ack its next step, when the
             // channel goes (rping before rdma-core 59, seen on trixie).
-            let start = track::now_ns();
-            let mut left = with_state(|s| s.channel_held_by_others(channel as usize));
-            while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
-                cancel::sleep(std::time::Duration::from_millis(1));
-                left = with_state(|s| s.still_unacked(&left));
-            }
+            crate::sys::wait::for_acks(
+                with_state(|s| s.channel_held_by_others(channel as usize)),
+                |left| !left.is_empty(),
+                |left| with_state(|s| s.still_unacked(left)),
+            );
             with_state(|s| s.destroying_channel(channel as usize, caller));
         });
     }

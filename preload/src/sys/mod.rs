@@ -8,4 +8,5 @@ pub mod printable;
 pub mod quiet;
 pub mod real;
 pub mod thread;
+pub mod wait;
 pub mod whereis;

@@ -1,8 +1,6 @@
 //! The threads that got an object's events (completion or async), for findings, and the grace a
 //! destroy gives those threads to ack before it is judged.
 
-use crate::cm::track;
-use crate::sys::config::CONFIG;
 use crate::sys::whereis;
 
 /// Getter threads remembered per object (the first ones; more are counted only).
@@ -97,16 +95,7 @@ pub fn settled<T>(
             .and_then(&getters)
             .is_some_and(|g| g.others_may_ack(me))
     };
-    let mut issue = probe();
-    if !may_ack(&issue) {
-        return issue;
-    }
-    let start = track::now_ns();
-    while may_ack(&issue) && track::now_ns() - start < CONFIG.late_ack_ns {
-        crate::sys::cancel::sleep(std::time::Duration::from_millis(1));
-        issue = probe();
-    }
-    issue
+    crate::sys::wait::for_acks(probe(), may_ack, |_| probe()).0
 }
 
 #[cfg(test)]

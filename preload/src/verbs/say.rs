@@ -1,8 +1,7 @@
-//! Findings about libibverbs objects (CQs, QPs, SRQs, WQs), said through the CM tracker, which
-//! says and counts every finding.
+//! Findings about libibverbs objects (CQs, QPs, SRQs, WQs), said through the findings sink
+//! (audit/sink.rs), which says and counts every finding.
 
 use crate::audit::findings;
-use crate::cm::track::with_state;
 use crate::sys::whereis;
 
 /// Says a finding about a libibverbs object `id` (stderr, report, summary), made at the program
@@ -22,5 +21,5 @@ pub fn say_about(
         whereis::describe(at),
         message,
     );
-    with_state(|s| s.add_finding(f));
+    crate::audit::sink::say(f);
 }
