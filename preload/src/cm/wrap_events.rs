@@ -7,8 +7,8 @@ use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 use cmsafe_core::errno;
 
 use crate::audit::probes;
-use crate::cm::track::{self, with_state, Op};
-use crate::cm::{objects, readers, watch, wrap_ids};
+use crate::cm::track::{self, with_state, AckVerdict, Op};
+use crate::cm::{readers, watch, wrap_ids};
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::quiet::missing;
@@ -50,7 +50,7 @@ fn judge_wait(
 ) -> Result<u64, i32> {
     let mut token = Ok(0);
     // Audit passes such an id on, as librdmacm would get it, and the preload never reads it.
-    let no_id = objects::cannot_be_object(id as usize);
+    let no_id = crate::sys::address::cannot_be_object(id as usize);
     quietly(|| {
         let caller = whereis::caller_at(ret);
         let safe = CONFIG.mode == Mode::Safe;
@@ -178,19 +178,18 @@ pub unsafe extern "C-unwind" fn ack_cm_event(event: *mut rdma_cm_event, ret: usi
         // SAFETY: passed on as given.
         return unsafe { real(event) };
     }
-    let mut verdict: Result<Option<usize>, bool> = Err(true);
+    // A panic caught on the way leaves the pointer to librdmacm, as without us.
+    let mut verdict = AckVerdict::Pass;
     quietly(|| {
         let caller = whereis::caller_at(ret);
         verdict = with_state(|s| s.ack(event as usize, caller, CONFIG.late_ack_ns));
     });
     match verdict {
         // SAFETY: librdmacm's event behind the program's copy, acked once, now.
-        Ok(Some(raw)) => unsafe { real(raw as *mut rdma_cm_event) },
-        Ok(None) => 0,
-        // A double ack: librdmacm's event was already acked; doing it again would free twice.
-        Err(false) => 0,
+        AckVerdict::Forward(raw) => unsafe { real(raw as *mut rdma_cm_event) },
+        AckVerdict::Done | AckVerdict::Swallow => 0,
         // SAFETY: not ours: librdmacm judges it, as it would without us.
-        Err(true) => unsafe { real(event) },
+        AckVerdict::Pass => unsafe { real(event) },
     }
 }
 

@@ -8,7 +8,7 @@
 
 use cmsafe_core::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
-use crate::cm::objects::{self, GONE_CHANNELS, GONE_IDS};
+use crate::cm::objects::{GONE_CHANNELS, GONE_IDS};
 use crate::cm::track::{with_state, State};
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
@@ -42,7 +42,7 @@ pub fn refused(
 pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
     let p = id as usize;
     !id.is_null()
-        && (objects::cannot_be_object(p) || GONE_IDS.may_hold(p))
+        && (crate::sys::address::cannot_be_object(p) || GONE_IDS.may_hold(p))
         && id_judged(call, p, ret)
 }
 

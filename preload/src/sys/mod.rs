@@ -1,6 +1,7 @@
 //! The ground the wrappers stand on: the real functions behind ours, the settings, where a call
 //! came from, cancellation, running the preload's own work quietly, and its own memory.
 
+pub mod address;
 pub mod alloc;
 pub mod cancel;
 pub mod config;
