@@ -5,6 +5,7 @@ pub mod judge;
 pub mod objects;
 pub mod readers;
 pub mod record;
+pub mod refuse;
 pub mod track;
 pub mod watch;
 pub mod wrap_events;

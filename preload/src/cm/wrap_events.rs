@@ -8,7 +8,7 @@ use cmsafe_core::errno;
 
 use crate::audit::probes;
 use crate::cm::track::{self, with_state, AckVerdict, Op};
-use crate::cm::{readers, watch, wrap_ids};
+use crate::cm::{readers, refuse, watch};
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::quiet::missing;
@@ -61,7 +61,7 @@ fn judge_wait(
             if no_id {
                 return Ok((Vec::new(), Vec::new()));
             }
-            if wrap_ids::channel_may_be_gone(new_channel)
+            if refuse::channel_may_be_gone(new_channel)
                 && s.use_of_channel(op.call(), new_channel as usize, caller)
                 && safe
             {
@@ -120,7 +120,7 @@ pub unsafe extern "C-unwind" fn get_cm_event(
         // SAFETY: the program's own arguments, passed on.
         return unsafe { real(channel, event) };
     }
-    if wrap_ids::channel_refused("rdma_get_cm_event", channel, ret) {
+    if refuse::channel_refused("rdma_get_cm_event", channel, ret) {
         return -1;
     }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
@@ -264,7 +264,7 @@ pub unsafe extern "C-unwind" fn destroy_event_channel(
         return;
     };
     if CONFIG.mode != Mode::Off && !channel.is_null() {
-        if wrap_ids::channel_refused("rdma_destroy_event_channel", channel, ret) {
+        if refuse::channel_refused("rdma_destroy_event_channel", channel, ret) {
             return;
         }
         quietly(|| {
