@@ -161,15 +161,15 @@ fn absorb_faults(s: &mut Sink, lines: &mut ReportLines) {
                     .map_or_else(|| format!("#{}", fault.syscall), str::to_string)
             )
         };
-        let f = Finding {
-            kind: Kind::UseAfterAck,
-            seq: fault.seq,
-            event_type: event_type_name(fault.event_type),
-            id: fault.id,
-            thread: fault.thread,
-            place: whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
+        let f = Finding::here(
+            Kind::UseAfterAck,
+            fault.seq,
+            event_type_name(fault.event_type),
+            fault.id,
+            whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
             message,
-        };
+        )
+        .of_thread(fault.thread);
         if probes::on() {
             probes::finding(&f);
         }

@@ -25,6 +25,7 @@ impl State {
         v.sort_by_key(|p| self.live[p].seq);
         v
     }
+
     fn list(&self, ptrs: &[usize]) -> String {
         ptrs.iter()
             .map(|p| {
@@ -34,6 +35,7 @@ impl State {
             .collect::<Vec<_>>()
             .join(", ")
     }
+
     /// The unacked events an operation on `id` waits for (rdma_destroy_id, rdma_migrate_id), or
     /// that it should not run before (rdma_destroy_qp and the id's DISCONNECTED), split into
     /// those the calling thread holds and those other threads hold.
@@ -66,6 +68,7 @@ impl State {
         let me = whereis::thread_id();
         ptrs.into_iter().partition(|p| self.live[p].thread == me)
     }
+
     /// Which of `ptrs` are still unacked.
     pub fn still_unacked(&self, ptrs: &[usize]) -> Vec<usize> {
         ptrs.iter()
@@ -73,6 +76,7 @@ impl State {
             .filter(|p| self.live.contains_key(p))
             .collect()
     }
+
     /// Reports that `op` on `id` meets the unacked events `ptrs`: held by this thread
     /// (`waited_ms` None), or by others that did not ack them within `waited_ms`.
     pub fn report_wait(
@@ -129,15 +133,14 @@ impl State {
             ),
         };
         let r = &self.live[&first];
-        let f = Finding {
+        let f = Finding::here(
             kind,
-            seq: r.seq,
-            event_type: r.type_name(),
+            r.seq,
+            r.type_name(),
             id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
+            whereis::describe(caller.addr),
             message,
-        };
+        );
         self.add(f);
         for p in ptrs {
             if let Some(r) = self.live.get_mut(&p) {
@@ -145,6 +148,7 @@ impl State {
             }
         }
     }
+
     /// Before `call` on `id`: true (and a finding) when the program destroyed that id, or when
     /// no id can be at that address.
     pub fn use_of_id(&mut self, call: &str, id: usize, caller: whereis::Caller) -> bool {
@@ -177,6 +181,7 @@ impl State {
         self.object_finding(Kind::UseAfterDestroyId, id, caller, message);
         true
     }
+
     /// Before `call` on `channel`: true (and a finding) when the program destroyed it.
     pub fn use_of_channel(&mut self, call: &str, channel: usize, caller: whereis::Caller) -> bool {
         if !self.objects.channel_gone(channel) {
@@ -191,6 +196,7 @@ impl State {
         self.object_finding(Kind::UseAfterDestroyChannel, 0, caller, message);
         true
     }
+
     /// rdma_reject of `id`: a finding each time the rejected request ids still alive reach
     /// CMSAFE_REJECTED_IDS or a multiple of it.
     pub fn rejected(&mut self, id: usize, caller: whereis::Caller) {
@@ -203,17 +209,18 @@ impl State {
             self.object_finding(Kind::RejectedIdNeverDestroyed, id, caller, message);
         }
     }
+
     fn object_finding(&mut self, kind: Kind, id: usize, caller: whereis::Caller, message: String) {
-        self.add(Finding {
+        self.add(Finding::here(
             kind,
-            seq: 0,
-            event_type: "-",
+            0,
+            "-",
             id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
+            whereis::describe(caller.addr),
             message,
-        });
+        ));
     }
+
     /// The unacked events from `channel`, no finding named yet, that threads other than the
     /// caller hold: what rdma_destroy_event_channel gives CMSAFE_LATE_ACK_MS to be acked.
     pub fn channel_held_by_others(&self, channel: usize) -> Vec<usize> {
@@ -226,6 +233,7 @@ impl State {
             .map(|(p, _)| *p)
             .collect()
     }
+
     /// Before rdma_destroy_event_channel(channel).
     pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
         self.objects.channel_destroyed(channel);
@@ -242,19 +250,19 @@ impl State {
         }
         ptrs.sort_by_key(|p| self.live[p].seq);
         let first = &self.live[&ptrs[0]];
-        let f = Finding {
-            kind: Kind::ChannelDestroyWithUnacked,
-            seq: first.seq,
-            event_type: first.type_name(),
-            id: first.id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
-            message: format!(
-                "rdma_destroy_event_channel with {} unacked events from it: {}",
-                ptrs.len(),
-                self.list(&ptrs)
-            ),
-        };
+        let message = format!(
+            "rdma_destroy_event_channel with {} unacked events from it: {}",
+            ptrs.len(),
+            self.list(&ptrs)
+        );
+        let f = Finding::here(
+            Kind::ChannelDestroyWithUnacked,
+            first.seq,
+            first.type_name(),
+            first.id,
+            whereis::describe(caller.addr),
+            message,
+        );
         self.add(f);
         for p in ptrs {
             if let Some(r) = self.live.get_mut(&p) {
@@ -262,10 +270,12 @@ impl State {
             }
         }
     }
+
     /// Whether the program holds an unacked event that `op` on `id` waits for.
     pub fn holds_events_of(&self, id: usize) -> bool {
         self.live.values().any(|r| r.owner == id && !r.internal)
     }
+
     /// `op` on `id` (whose event channel is `channel`) has blocked `waited_ms` in `thread`
     /// though the program holds no unacked event of the id: librdmacm waits for an event the
     /// kernel reported and nobody completed.
@@ -284,19 +294,21 @@ impl State {
             ),
             None => "the kernel reported an event for it that never reached the program through rdma_get_cm_event (read from the channel's fd directly, or lost by a cancelled thread)".to_string(),
         };
-        let f = Finding {
-            kind: Kind::LostEvent,
-            seq: 0,
-            event_type: "-",
-            id: w.id,
-            thread: w.thread,
-            place: whereis::describe(w.caller.addr),
-            message: format!(
-                "{call} has waited {waited_ms} ms although every event the program got for this id was acked: {cause}"
-            ),
-        };
+        let message = format!(
+            "{call} has waited {waited_ms} ms although every event the program got for this id was acked: {cause}"
+        );
+        let f = Finding::here(
+            Kind::LostEvent,
+            0,
+            "-",
+            w.id,
+            whereis::describe(w.caller.addr),
+            message,
+        )
+        .of_thread(w.thread);
         self.add(f);
     }
+
     /// `thread` (called from `at`) has been inside rdma_get_cm_event on `channel` for at least
     /// `waited_ms` since the watcher first saw that channel without ids: it waits for good.
     pub fn report_read_without_ids(
@@ -327,15 +339,10 @@ impl State {
             e.last_id,
             whereis::describe(e.last_at),
         );
-        self.add(Finding {
-            kind: Kind::GetEventWithoutIds,
-            seq: 0,
-            event_type: "-",
-            id: e.last_id,
-            thread,
-            place,
-            message,
-        });
+        self.add(
+            Finding::here(Kind::GetEventWithoutIds, 0, "-", e.last_id, place, message)
+                .of_thread(thread),
+        );
     }
 }
 

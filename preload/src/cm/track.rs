@@ -273,15 +273,14 @@ impl State {
     }
 
     pub(super) fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
-        self.add(Finding {
+        self.add(Finding::here(
             kind,
-            seq: r.seq,
-            event_type: r.type_name(),
-            id: r.id,
-            thread: whereis::thread_id(),
-            place: place.to_string(),
+            r.seq,
+            r.type_name(),
+            r.id,
+            place.to_string(),
             message,
-        });
+        ));
     }
 
     /// A new event, got from librdmacm as `raw` and `prepared` for the program (outside the
@@ -422,15 +421,7 @@ impl State {
                     "rdma_ack_cm_event of an event already acked {:.3} ms earlier",
                     now_ns().saturating_sub(ack_ns) as f64 / 1e6
                 );
-                let f = Finding {
-                    kind: Kind::DoubleAck,
-                    seq,
-                    event_type,
-                    id,
-                    thread: whereis::thread_id(),
-                    place: place(),
-                    message: msg,
-                };
+                let f = Finding::here(Kind::DoubleAck, seq, event_type, id, place(), msg);
                 self.add(f);
                 return AckVerdict::Swallow;
             }
@@ -447,15 +438,7 @@ impl State {
                     "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
                 ))
             };
-            self.add(Finding {
-                kind,
-                seq: 0,
-                event_type: "-",
-                id: 0,
-                thread: whereis::thread_id(),
-                place: place(),
-                message,
-            });
+            self.add(Finding::here(kind, 0, "-", 0, place(), message));
             return if ours {
                 AckVerdict::Swallow
             } else {
@@ -616,15 +599,15 @@ impl State {
                 "never acked: held {:.1} ms until exit",
                 (now_ns() - r.get_ns) as f64 / 1e6
             );
-            let f = Finding {
-                kind: Kind::NeverAcked,
-                seq: r.seq,
-                event_type: r.type_name(),
-                id: r.id,
-                thread: r.thread,
-                place: "exit".to_string(),
-                message: msg,
-            };
+            let f = Finding::here(
+                Kind::NeverAcked,
+                r.seq,
+                r.type_name(),
+                r.id,
+                "exit".to_string(),
+                msg,
+            )
+            .of_thread(r.thread);
             self.add(f);
         }
         let mut unacked: Vec<&Record> = self
