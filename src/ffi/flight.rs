@@ -116,6 +116,8 @@ extern "C" fn dump_at_exit() {
 /// to stderr). A value that is no count is said on stderr, and the default kept. Under
 /// AT_SECURE (setuid, setgid, file capabilities) neither is read: the defaults apply.
 extern "C" fn set_up() {
+    // Which file stderr is, before the program runs: our lines go to that one only.
+    cmsafe_core::stderr::remember();
     let events = match env::var(c"CMSAFE_FLIGHT_EVENTS").map(|v| v.parse::<usize>()) {
         None => flight::DEFAULT_FLIGHT_EVENTS,
         Some(Ok(n)) if n <= flight::MAX_FLIGHT_EVENTS => n,

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use cmsafe_core::outfile::{self, WriteFailures};
 
 use crate::sys::config::CONFIG;
+use crate::sys::forked::{self, Mark};
 use crate::sys::printable::printable;
 
 /// The file descriptor, or one of the states before and after it.
@@ -48,6 +49,11 @@ pub enum Turn {
 /// Whose turn it is. Called under the tracker's lock, so one thread at a time takes the turn to
 /// open.
 pub fn turn() -> Turn {
+    // A child forked without the fork handlers (_Fork, clone): the parent's file is not its own.
+    if forked::since(Mark::Report) {
+        after_fork_in_child();
+        forked::mark(Mark::Report);
+    }
     match FD.load(Ordering::Acquire) {
         UNOPENED => {
             FD.store(OPENING, Ordering::Relaxed);

@@ -88,6 +88,9 @@ fn sink<'a>(guard: &'a mut ForkSafeGuard<'_, Option<Sink>>) -> &'a mut Sink {
 /// Says, writes, fires and counts what `out` holds, with the faults queued since the last
 /// delivery. Call it with no lock of the preload's held.
 pub fn deliver(out: Outbox) {
+    if let Some(lines) = faults::take_notices() {
+        crate::sys::cancel::write_stderr(format_args!("{lines}"));
+    }
     if out.is_empty() && !faults::faults_pending() {
         return;
     }
@@ -147,7 +150,13 @@ fn absorb_faults(s: &mut Sink, lines: &mut ReportLines) {
     let (queued, lost) = faults::drain_faults();
     s.faults_lost += lost;
     for fault in queued {
-        let message = if fault.syscall < 0 {
+        let message = if fault.syscall == faults::UNKNOWN {
+            format!(
+                "read of the event's memory at {:#x} after its rdma_ack_cm_event, by the \
+                 thread's code or a system call (the thread's state could not be read)",
+                fault.data_addr
+            )
+        } else if fault.syscall < 0 {
             format!(
                 "read of the event's memory at {:#x} after its rdma_ack_cm_event",
                 fault.data_addr

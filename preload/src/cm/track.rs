@@ -21,6 +21,7 @@ use crate::audit::sink::{self, Outbox};
 use crate::cm::objects::{self, Objects};
 use crate::cm::record::{reported, Holder, Record};
 use crate::sys::config::{Config, Mode, CONFIG};
+use crate::sys::forked::{self, Mark};
 use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
@@ -174,6 +175,12 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let (r, out) = {
         let mut guard = STATE.lock();
         let state = guard.get_or_insert_with(|| new_state(&CONFIG));
+        // A child forked without the fork handlers (_Fork, clone): what it inherited is not its
+        // doing (the handlers' reset, lifecycle.rs). One load.
+        if forked::since(Mark::Tracker) {
+            state.after_fork_in_child();
+            forked::mark(Mark::Tracker);
+        }
         state.touched = true;
         let r = f(state);
         (r, state.out.take())
