@@ -243,8 +243,12 @@ fn regular(fd: RawFd) -> Result<(), Errno> {
 
 /// Writes all of `buf` to `fd`, in as many write(2)s as it takes; EINTR is retried. The errno of
 /// the write that failed otherwise (what came before it is written), EIO for a write of
-/// nothing. No allocation, no lock.
+/// nothing, EFBIG (nothing written, no SIGXFSZ) when it would pass RLIMIT_FSIZE. No allocation,
+/// no lock.
 pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
+    if !fits(fd, buf.len()) {
+        return Err(libc::EFBIG);
+    }
     while !buf.is_empty() {
         // SAFETY: reads `buf.len()` bytes of a live buffer; any fd is fine (a bad one fails).
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
@@ -260,6 +264,24 @@ pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
         }
     }
     Ok(())
+}
+
+/// Whether `len` more bytes at `fd`'s position stay within RLIMIT_FSIZE. Past it, write(2)
+/// raises SIGXFSZ, whose default action kills the process: a program with a size limit would die
+/// of our report or dump, where it lives without them. A descriptor with no position (a pipe, a
+/// socket) has no size to limit.
+fn fits(fd: RawFd, len: usize) -> bool {
+    // SAFETY: all-zero is a valid rlimit, which getrlimit(2) fills.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return true;
+    }
+    // SAFETY: lseek(2) that only reads the position.
+    let at = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    at < 0 || (at as u64).saturating_add(len as u64) <= lim.rlim_cur
 }
 
 /// Writes to one of our files that failed: counted, for a caller's exit summary, with the
@@ -318,6 +340,41 @@ impl Default for WriteFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past RLIMIT_FSIZE a write fails with EFBIG and raises no SIGXFSZ (whose default kills):
+    /// in a child, so that the limit and the signal stay there.
+    #[test]
+    fn a_write_past_the_size_limit_fails_and_kills_nothing() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-fsize-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = CString::new(dir.join("r").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: fork(2) in a test: the child makes plain system calls and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let lim = libc::rlimit {
+                rlim_cur: 100,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: plain calls on the child's own limit and a new file of its own.
+            let code = unsafe {
+                libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+                let fd = libc::open(name.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+                match (write_all(fd, &[b'x'; 60]), write_all(fd, &[b'y'; 60])) {
+                    (Ok(()), Err(libc::EFBIG)) => 0,
+                    _ => 1,
+                }
+            };
+            // SAFETY: leaving the child.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "killed: {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0);
+        assert_eq!(std::fs::metadata(dir.join("r")).unwrap().len(), 60);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::stderr::test_child::TestDir;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::sync::atomic::AtomicU32;

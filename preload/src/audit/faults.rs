@@ -236,6 +236,10 @@ pub fn say(f: &Fault) {
 
 /// Says `f` on `fd`, a copy of the process's stderr (the fault thread's), as `say` does.
 pub fn say_on(f: &Fault, fd: i32) {
+    // Under AT_SECURE: counted only, no addresses for the caller (sink.rs).
+    if cmsafe_core::env::secure() {
+        return;
+    }
     let event_type = cmsafe_core::cm::event_type_name(f.event_type as rdma_cm_event_type::Type);
     // A read of an acked event is no cancellation point without the preload: none here either
     // (glibc's pthread_setcancelstate is a few atomic operations on the thread's own word, safe

@@ -105,8 +105,13 @@ pub fn deliver(out: Outbox) {
             absorb_faults(s, &mut lines);
         }
         let mut say = String::new();
+        // Under AT_SECURE the lines would show the caller (a less privileged user) where a
+        // privileged program's heap and code are: counted only (docs/preload.md).
+        let quiet = cmsafe_core::env::secure();
         for f in findings {
-            let _ = writeln!(say, "==cmsafe== {}", f.line());
+            if !quiet {
+                let _ = writeln!(say, "==cmsafe== {}", f.line());
+            }
             if probes::on() {
                 probes::finding(&f);
             }
@@ -194,12 +199,16 @@ pub fn summary_lines() -> String {
         let mut kinds: Vec<&(Finding, u64)> = s.counts.iter().collect();
         kinds.sort_by_key(|(f, _)| f.kind);
         for (first, n) in kinds {
-            let _ = writeln!(
-                out,
-                "==cmsafe==   {}: {n} (first: {})",
-                first.kind.name(),
-                first.line()
-            );
+            if cmsafe_core::env::secure() {
+                let _ = writeln!(out, "==cmsafe==   {}: {n}", first.kind.name());
+            } else {
+                let _ = writeln!(
+                    out,
+                    "==cmsafe==   {}: {n} (first: {})",
+                    first.kind.name(),
+                    first.line()
+                );
+            }
         }
     }
     out
