@@ -23,6 +23,7 @@
 //! behind in the parent, which wakes nobody.
 
 use std::cell::{Cell, UnsafeCell};
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -76,7 +77,8 @@ unsafe impl<T: Send> Sync for ForkSafeMutex<T> {}
 
 /// The data, locked: the mutex's guard, which also leaves this thread's list when dropped.
 pub struct ForkSafeGuard<'a, T: 'static> {
-    guard: MutexGuard<'a, T>,
+    /// Dropped by hand, before the thread's list is left (`Drop`).
+    guard: ManuallyDrop<MutexGuard<'a, T>>,
     addr: usize,
 }
 
@@ -95,9 +97,12 @@ impl<T> DerefMut for ForkSafeGuard<'_, T> {
 
 impl<T> Drop for ForkSafeGuard<'_, T> {
     fn drop(&mut self) {
-        // Left after the unlock would leave a window in which this thread, interrupted, takes
-        // itself for the holder of a lock it released: harmless (the exit path gives up once
-        // more than it needs to). Left before the unlock would be the deadlock again.
+        // Unlocked first, the list left after: in between, this thread, interrupted, takes
+        // itself for the holder of a lock it released, which is harmless (the exit path gives up
+        // once more than it needs to). The other order would be the deadlock again: a window
+        // in which the lock is held and the list says it is not.
+        // SAFETY: dropped once, here; `guard` is not used after.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
         leave(self.addr);
     }
 }
@@ -127,7 +132,7 @@ impl<T: 'static> ForkSafeMutex<T> {
             run_reset::<T>(&self.pending_reset, &mut guard);
         }
         ForkSafeGuard {
-            guard,
+            guard: ManuallyDrop::new(guard),
             addr: self.addr(),
         }
     }
