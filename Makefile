@@ -71,8 +71,9 @@ header: ## dev: regenerate include/cmsafe.h with cbindgen
 header-check: ## test: include/cmsafe.h against a fresh cbindgen run (header drift)
 	$(CARGO) run -q -p gen-header --locked -- --check
 
-fmt-check: ## test: cargo fmt --check, the whole workspace
+fmt-check: ## test: cargo fmt --check, the whole workspace and the fuzz crate
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 
 clippy: build-deps ## test: cargo clippy -D warnings, the whole workspace, every target
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -81,9 +82,10 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 	$(CARGO) test --workspace --locked
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
-# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
-# two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests
+# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/, and
+# the fuzz targets' tools (fuzz-check: Rust's nightly toolchain, cargo-fuzz under target/): under
+# two minutes once target/ is built, about 25 s of it the fuzz targets' bounded runs.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -178,6 +180,21 @@ timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committe
 .PHONY: harness-check
 harness-check: build-deps ## test: the guest harnesses' checks on recorded logs, on the host
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/harness -t tests/harness
+
+# The fuzz targets (fuzz/; docs/testing.md, "Fuzzing"): what the libraries read from outside
+# the program's control (an event's contents, its addresses, the settings, a report's path),
+# under libFuzzer with AddressSanitizer and overflow checks. scripts/fuzz installs what it lacks:
+# Rust's nightly toolchain (rustup) and cargo-fuzz (into target/tools). fuzz-check: clippy on the
+# fuzz crate, every input kept in fuzz/regressions and fuzz/seeds run once, then each target for
+# a bounded number of runs from a fixed seed: about 25 s once built. fuzz: each target for
+# FUZZ_TIME seconds, its corpus kept and grown in target/fuzz/corpus.
+.PHONY: fuzz-check fuzz
+FUZZ_TIME ?= 300
+fuzz-check: build-deps ## test: the fuzz targets' kept inputs, then a short bounded run of each
+	scripts/fuzz --check
+
+fuzz: build-deps ## dev: each fuzz target for FUZZ_TIME seconds (300), before resolving an issue
+	scripts/fuzz --time $(FUZZ_TIME)
 
 # The preload's host tests (docs/testing.md, "Host tests of the preload"): programs run raw and
 # under the preload in audit and safe mode on a stand-in librdmacm (tests/host/standin: built as
@@ -414,7 +431,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)

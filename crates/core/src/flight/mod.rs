@@ -36,6 +36,7 @@ use std::sync::OnceLock;
 
 use crate::errno::Errno;
 use crate::outfile::{self, Template, WriteFailures};
+use crate::setting::Parsed;
 use crate::stderr::FdOut;
 use ring::{Ring, Scale, RING};
 
@@ -46,6 +47,12 @@ pub const DEFAULT_FLIGHT_EVENTS: usize = 4096;
 
 /// The largest size: 64 MiB of records.
 pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
+
+/// The size `CMSAFE_FLIGHT_EVENTS` (its text, `None` when unset) asks for: a count from 0 to
+/// [`MAX_FLIGHT_EVENTS`].
+pub fn events_setting(text: Option<&str>) -> Parsed<usize> {
+    crate::setting::number(text, 0..=MAX_FLIGHT_EVENTS as u64).map(|n| n as usize)
+}
 
 /// Where the dump at exit and on a misuse's abort goes (`CMSAFE_FLIGHT_DUMP`); read without a
 /// lock or an allocation on the abort path.
