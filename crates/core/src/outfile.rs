@@ -171,10 +171,11 @@ pub struct Creation {
     pub file: Result<OwnedFd, Errno>,
 }
 
-/// Creates `path`, for writing, as a new file of our own: open(2) with O_CREAT|O_EXCL, so an
+/// Creates `path`, for writing, as a new file of our own: open with O_CREAT|O_EXCL, so an
 /// existing name of any kind (a file, a symlink, dangling or not, a FIFO, a device) is never
 /// opened, let alone truncated or followed; O_NOFOLLOW and O_NONBLOCK besides, so that nothing
-/// could make the open follow a link or wait on a FIFO; O_CLOEXEC; mode 0600 (the file may hold
+/// could make the open follow a link or wait on a FIFO, and no symbolic link in a directory of
+/// the path either (openat2(2) RESOLVE_NO_SYMLINKS: ELOOP); O_CLOEXEC; mode 0600 (the file may hold
 /// heap addresses), which the umask can only narrow, never widen. Then fstat(2): anything but a
 /// regular file is refused (EINVAL), though O_EXCL already makes one.
 ///
@@ -203,20 +204,48 @@ pub fn create(path: Path) -> Creation {
     }
 }
 
+/// struct open_how (linux/openat2.h).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// openat2(2)'s RESOLVE_NO_SYMLINKS: no symbolic link anywhere on the path.
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
 /// The new file at `path` (see [`create`]).
 fn open_new(path: &CStr) -> Result<OwnedFd, Errno> {
-    // SAFETY: a NUL-terminated path; flags and mode are plain integers.
+    let flags = libc::O_WRONLY
+        | libc::O_CREAT
+        | libc::O_EXCL
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | libc::O_CLOEXEC;
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: 0o600,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // A symbolic link in a directory of the path would let whoever made it choose where a
+    // privileged program's file is made: openat2(2) refuses any (ELOOP). Before Linux 5.6, or
+    // where a seccomp filter refuses the call, open(2) refuses one at the name itself only.
+    // SAFETY: a NUL-terminated path and an open_how of its size.
     let fd = unsafe {
-        libc::open(
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
             path.as_ptr(),
-            libc::O_WRONLY
-                | libc::O_CREAT
-                | libc::O_EXCL
-                | libc::O_NOFOLLOW
-                | libc::O_NONBLOCK
-                | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
         )
+    } as i32;
+    let fd = if fd < 0 && matches!(errno::get(), libc::ENOSYS | libc::EPERM) {
+        // SAFETY: a NUL-terminated path; flags and mode are plain integers.
+        unsafe { libc::open(path.as_ptr(), flags, 0o600 as libc::c_uint) }
+    } else {
+        fd
     };
     if fd < 0 {
         return Err(errno::get());
@@ -243,12 +272,18 @@ fn regular(fd: RawFd) -> Result<(), Errno> {
 
 /// Writes all of `buf` to `fd`, in as many write(2)s as it takes; EINTR is retried. The errno of
 /// the write that failed otherwise (what came before it is written), EIO for a write of
-/// nothing, EFBIG (nothing written, no SIGXFSZ) when it would pass RLIMIT_FSIZE. No allocation,
-/// no lock.
-pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
-    if !fits(fd, buf.len()) {
+/// nothing, EFBIG (written up to the limit, no SIGXFSZ) when it would pass RLIMIT_FSIZE. No
+/// allocation, no lock.
+pub fn write_all(fd: RawFd, buf: &[u8]) -> Result<(), Errno> {
+    let room = room(fd, buf.len());
+    write_whole(fd, &buf[..room])?;
+    if room < buf.len() {
         return Err(libc::EFBIG);
     }
+    Ok(())
+}
+
+fn write_whole(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
     while !buf.is_empty() {
         // SAFETY: reads `buf.len()` bytes of a live buffer; any fd is fine (a bad one fails).
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
@@ -266,22 +301,25 @@ pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Whether `len` more bytes at `fd`'s position stay within RLIMIT_FSIZE. Past it, write(2)
+/// How many of `len` more bytes at `fd`'s position stay within RLIMIT_FSIZE. Past it, write(2)
 /// raises SIGXFSZ, whose default action kills the process: a program with a size limit would die
-/// of our report or dump, where it lives without them. A descriptor with no position (a pipe, a
-/// socket) has no size to limit.
-fn fits(fd: RawFd, len: usize) -> bool {
+/// of our report or dump, where it lives without them; the file is cut there instead, as a full
+/// disk cuts it. A descriptor with no position (a pipe, a socket) has no size to limit.
+fn room(fd: RawFd, len: usize) -> usize {
     // SAFETY: all-zero is a valid rlimit, which getrlimit(2) fills.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: a live out pointer.
     if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0
         || lim.rlim_cur == libc::RLIM_INFINITY
     {
-        return true;
+        return len;
     }
     // SAFETY: lseek(2) that only reads the position.
     let at = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
-    at < 0 || (at as u64).saturating_add(len as u64) <= lim.rlim_cur
+    if at < 0 {
+        return len;
+    }
+    lim.rlim_cur.saturating_sub(at as u64).min(len as u64) as usize
 }
 
 /// Writes to one of our files that failed: counted, for a caller's exit summary, with the
@@ -341,6 +379,25 @@ impl Default for WriteFailures {
 mod tests {
     use super::*;
 
+    /// A symbolic link to a directory, anywhere on the path, is refused (ELOOP), so whoever
+    /// made it cannot choose where the file is made; the same path without the link works.
+    #[test]
+    fn no_file_is_made_through_a_linked_directory() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-linkdir-{}", std::process::id()));
+        let real = dir.join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.join("link")).unwrap();
+        let path = |p: &std::path::Path| Path::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let through = create(path(&dir.join("link").join("r.json")));
+        assert_eq!(through.file.err(), Some(libc::ELOOP));
+        assert!(
+            !real.join("r.json").exists(),
+            "nothing made behind the link"
+        );
+        assert!(create(path(&real.join("r.json"))).file.is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Past RLIMIT_FSIZE a write fails with EFBIG and raises no SIGXFSZ (whose default kills):
     /// in a child, so that the limit and the signal stay there.
     #[test]
@@ -372,7 +429,8 @@ mod tests {
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status), "killed: {status:#x}");
         assert_eq!(libc::WEXITSTATUS(status), 0);
-        assert_eq!(std::fs::metadata(dir.join("r")).unwrap().len(), 60);
+        // Cut at the limit, as a full disk cuts it.
+        assert_eq!(std::fs::metadata(dir.join("r")).unwrap().len(), 100);
         std::fs::remove_dir_all(&dir).unwrap();
     }
     use crate::stderr::test_child::TestDir;

@@ -271,8 +271,7 @@ pub const SIGNAL: SignalCall = SignalCall::new(c"signal", &REAL_SIGNAL, BSD);
 pub const SSIGNAL: SignalCall = SignalCall::new(c"ssignal", &REAL_SSIGNAL, BSD);
 pub const BSD_SIGNAL: SignalCall = SignalCall::new(c"bsd_signal", &REAL_BSD_SIGNAL, BSD);
 pub const SYSV_SIGNAL: SignalCall = SignalCall::new(c"sysv_signal", &REAL_SYSV_SIGNAL, SYSV);
-pub const SYSV_SIGNAL_: SignalCall =
-    SignalCall::new(c"__sysv_signal", &REAL_SYSV_SIGNAL_, SYSV);
+pub const SYSV_SIGNAL_: SignalCall = SignalCall::new(c"__sysv_signal", &REAL_SYSV_SIGNAL_, SYSV);
 
 impl SignalCall {
     const fn new(
