@@ -24,6 +24,7 @@ use crate::sys::config::{Config, Mode, CONFIG};
 use crate::sys::forked::{self, Mark};
 use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
+use cmsafe_sync::signal_queue::SignalQueue;
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +101,22 @@ pub struct CancelledRead {
 
 /// Cancelled reads remembered (the oldest are forgotten past this).
 const CANCELLED_CAP: usize = 64;
+
+/// Reads cut short, noted where they are cut (`note_cancelled_read`), taken in by the next call
+/// through the tracker.
+static CUT_SHORT: SignalQueue<CancelledRead, CANCELLED_CAP> = SignalQueue::new();
+
+/// A thread left librdmacm's rdma_get_cm_event on `channel` without returning: glibc runs our
+/// cleanup record for a cancellation, and for a longjmp out of a signal handler too (which
+/// loses the event being read the same way). Lock-free: it may run in a signal handler, on a
+/// thread inside any lock; the tracker takes it in at its next call.
+pub fn note_cancelled_read(channel: usize) {
+    let _ = CUT_SHORT.push(CancelledRead {
+        channel,
+        thread: whereis::thread_id(),
+        at_ns: now_ns(),
+    });
+}
 
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
 
@@ -182,6 +199,11 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
             forked::mark(Mark::Tracker);
         }
         state.touched = true;
+        if CUT_SHORT.maybe_pending() {
+            while let Some(c) = CUT_SHORT.pop() {
+                state.cancelled_read(c);
+            }
+        }
         let r = f(state);
         (r, state.out.take())
     };
@@ -577,17 +599,13 @@ impl State {
         self.objects.channel_created(channel, caller.in_librdmacm);
     }
 
-    /// A thread was cancelled inside librdmacm's rdma_get_cm_event on `channel`.
-    pub fn cancelled_read(&mut self, channel: usize) {
+    /// A thread was cancelled inside librdmacm's rdma_get_cm_event (`note_cancelled_read`).
+    fn cancelled_read(&mut self, c: CancelledRead) {
         self.cancelled_total += 1;
         if self.cancelled_reads.len() == CANCELLED_CAP {
             self.cancelled_reads.remove(0);
         }
-        self.cancelled_reads.push(CancelledRead {
-            channel,
-            thread: whereis::thread_id(),
-            at_ns: now_ns(),
-        });
+        self.cancelled_reads.push(c);
     }
 
     /// At exit: events never acked (findings) and the report's records of the events still

@@ -20,7 +20,8 @@ struct Reading {
     token: readers::Token,
 }
 
-/// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event.
+/// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event, or a
+/// longjmp out of a signal handler jumps over it: nothing here takes a lock.
 ///
 /// # Safety
 /// `reading` points to the `Reading` of the get_cm_event frame being unwound (still in place
@@ -29,8 +30,7 @@ unsafe extern "C" fn cancelled_in_get(reading: *mut libc::c_void) {
     // SAFETY: the caller's contract.
     let r = unsafe { &*(reading as *const Reading) };
     readers::leave(r.token);
-    let channel = r.channel;
-    quietly(|| with_state(|s| s.cancelled_read(channel)));
+    track::note_cancelled_read(r.channel);
 }
 
 /// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
