@@ -369,21 +369,30 @@ fn fill_run(page: usize, n: usize) {
     }
 }
 
-/// Empties `page` (userfaultfd): its copy kept aside first, for the fault thread. False when
-/// the kernel will not (a locked page: mlockall(2)), which is then closed by mprotect, as every
-/// page from then on.
-fn empty(page: usize, keep: bool) -> bool {
-    let (Some(b), Some(sh)) = (base(), shadow()) else {
+/// Keeps `page`'s copy aside for the fault thread, while the page is still LIVE: a page the copy
+/// never touched is empty, and this read of it must fault as a LIVE page's (filled with zeros),
+/// not as an acked one's (a use-after-ack of our own).
+fn keep(page: usize) {
+    if let (Some(b), Some(sh)) = (base(), shadow()) {
+        // SAFETY: the page is ours and accessible, live until the seal that follows; the kept
+        // bytes are its slot of the shadow reservation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (b + page * self::page()) as *const u8,
+                (sh + page * KEPT) as *mut u8,
+                KEPT,
+            )
+        };
+    }
+}
+
+/// Empties `page` (userfaultfd). False when the kernel will not (a locked page: mlockall(2)),
+/// which is then closed by mprotect, as every page from then on.
+fn empty(page: usize) -> bool {
+    let Some(b) = base() else {
         return false;
     };
     let at = b + page * self::page();
-    if keep {
-        // SAFETY: the page is ours and accessible (just sealed, not yet emptied); the kept
-        // bytes are its slot of the shadow reservation.
-        unsafe {
-            std::ptr::copy_nonoverlapping(at as *const u8, (sh + page * KEPT) as *mut u8, KEPT)
-        };
-    }
     // SAFETY: a page of our reservation; its contents are dropped, as wanted.
     let done =
         unsafe { libc::madvise(at as *mut libc::c_void, self::page(), libc::MADV_DONTNEED) } == 0;
@@ -523,10 +532,13 @@ pub fn is_page_copy(ptr: usize) -> bool {
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
     let by = guard();
+    if by == BY_FAULT_THREAD {
+        keep(page as usize);
+    }
     // Closed only when it was LIVE: a page in any other state is not this event's any more.
     if STATES[page as usize].seal() {
         if by == BY_FAULT_THREAD {
-            empty(page as usize, true);
+            empty(page as usize);
         } else {
             protect(page as usize, 1, libc::PROT_NONE);
         }
@@ -539,7 +551,7 @@ pub fn recycle(page: u32) {
     // so that no new event can take it in between and have it closed under its copy.
     STATES[page as usize].recycle(|| {
         if GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD {
-            empty(page as usize, false);
+            empty(page as usize);
         } else {
             protect(page as usize, 1, libc::PROT_NONE);
         }

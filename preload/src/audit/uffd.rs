@@ -313,7 +313,7 @@ fn serve(own: Own, answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
 /// threads that wait for them; a page already there is left as it is (and its waiters woken).
 fn fill(fd: i32, dst: usize, src: *const u8, len: usize) {
     let page = cmsafe_core::page::size();
-    let (mut at, end) = (dst, dst + len);
+    let (mut at, mut end) = (dst, dst + len);
     // EAGAIN (the mapping changing meanwhile) is tried again, a few times.
     let mut again = 16;
     while at < end {
@@ -339,6 +339,9 @@ fn fill(fd: i32, dst: usize, src: *const u8, len: usize) {
                 at += page;
             }
             libc::EAGAIN if again > 0 => again -= 1,
+            // A run that reaches pages not yet made accessible (another mapping: ENOENT): the
+            // faulting page alone, which is.
+            _ if end - at > page => end = at + page,
             _ => {
                 wake(fd, at, end - at);
                 return;
