@@ -294,14 +294,15 @@ mod tests {
 
     #[inline(never)]
     fn call_five() -> usize {
-        // SAFETY: the test entry takes any values.
-        unsafe { cmsafe_test_entry_five(1, 2, 3, 4, 5) }
+        // SAFETY: the test entry takes any values. black_box keeps an optimized build from
+        // turning the call into a jump, which would pass our caller's return address.
+        std::hint::black_box(unsafe { cmsafe_test_entry_five(1, 2, 3, 4, 5) })
     }
 
     #[inline(never)]
     fn call_none() -> usize {
         // SAFETY: as above.
-        unsafe { cmsafe_test_entry_none() }
+        std::hint::black_box(unsafe { cmsafe_test_entry_none() })
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub enum Notice {
 static NOTICES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 static NOTICE_ERRNO: [std::sync::atomic::AtomicI32; 2] =
     [const { std::sync::atomic::AtomicI32::new(0) }; 2];
+/// A notice set since the last `take_notices`: `deliver` runs only when one may
+/// be unsaid (or a finding waits), so the calls with nothing to say skip it.
+static NOTICES_UNSAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Notes `n`, once. Lock-free.
 pub fn notice(n: Notice) {
@@ -110,13 +113,22 @@ pub fn notice(n: Notice) {
         NOTICE_ERRNO[bit].store(errno, Ordering::Relaxed);
         // Release: the errno is written before the bit is seen.
         NOTICES.fetch_or(1 << bit, Ordering::Release);
+        NOTICES_UNSAID.store(true, Ordering::Release);
     }
+}
+
+/// Whether a notice was set that may not be said yet (one load).
+#[inline]
+pub fn notices_pending() -> bool {
+    NOTICES.load(std::sync::atomic::Ordering::Relaxed) != 0
+        && NOTICES_UNSAID.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The notices not said yet, as lines (each said once). One load when there are none.
 pub fn take_notices() -> Option<String> {
     use std::sync::atomic::Ordering;
     static SAID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    NOTICES_UNSAID.store(false, Ordering::Relaxed);
     // Acquire: pairs with `notice`'s Release.
     let set = NOTICES.load(Ordering::Acquire);
     let new = set & !SAID.fetch_or(set, Ordering::Relaxed);

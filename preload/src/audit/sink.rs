@@ -57,7 +57,7 @@ impl Outbox {
         self.findings.iter().map(|f| f.kind).collect()
     }
 
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.findings.is_empty() && !self.lines.has_lines()
     }
 
@@ -83,6 +83,13 @@ static SINK: ForkSafeMutex<Option<Sink>> = ForkSafeMutex::new(None);
 
 fn sink<'a>(guard: &'a mut ForkSafeGuard<'_, Option<Sink>>) -> &'a mut Sink {
     guard.get_or_insert_with(Sink::default)
+}
+
+/// Whether a delivery has anything to do even with an empty outbox: faults queued, or a notice
+/// to say. Inlined: a few loads, on every call through a room.
+#[inline]
+pub fn pending() -> bool {
+    faults::faults_pending() || faults::notices_pending()
 }
 
 /// Says, writes, fires and counts what `out` holds, with the faults queued since the last

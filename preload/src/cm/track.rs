@@ -205,9 +205,12 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
             }
         }
         let r = f(state);
-        (r, state.out.take())
+        // Most calls have nothing to say: no outbox made, nothing to deliver.
+        (r, (!state.out.is_empty()).then(|| state.out.take()))
     };
-    sink::deliver(out);
+    if out.is_some() || sink::pending() {
+        sink::deliver(out.unwrap_or_default());
+    }
     r
 }
 
