@@ -211,6 +211,8 @@ HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper
 # copies of the libraries: a setuid program's loader takes no LD_PRELOAD path and no $$ORIGIN.
 HOST_OBJECTS  := $(addprefix $(HOST_TESTS)/obj/,secure.o secure_api.o)
 HOST_STANDIN  := $(HOST_LIB)/librdmacm.so.1
+# The programs of libcmsafe's own API, linked against the release build of it too.
+HOST_API      := $(HOST_TESTS)/bin/api_abort
 
 $(HOST_STANDIN): tests/host/standin/rdmacm.c tests/host/standin/standin.h tests/host/standin/rdmacm.map
 	@mkdir -p $(HOST_LIB)
@@ -221,6 +223,11 @@ $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h $(HOST_S
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB) -ldl
 
+$(HOST_API): $(HOST_TESTS)/bin/api_%: tests/host/programs/api_%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
+	@mkdir -p $(HOST_TESTS)/bin
+	$(CC) $(HOST_CFLAGS) -o $@ $< $(CURDIR)/target/release/libcmsafe.so $(HOST_STANDIN) \
+	  -Wl,-rpath,$(HOST_LIB):$(CURDIR)/target/release
+
 $(HOST_PLUGINS): tests/host/programs/helper_plugin.c $(HOST_STANDIN)
 	$(CC) $(HOST_CFLAGS) -fPIC -shared -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB)
 
@@ -229,7 +236,7 @@ $(HOST_TESTS)/obj/%.o: tests/host/programs/%.c tests/host/programs/host.h tests/
 	$(CC) $(HOST_CFLAGS) -c -o $@ $<
 
 .PHONY: host-tests host-check
-host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_PLUGINS) $(HOST_OBJECTS) ## dev: build the stand-in librdmacm and the host tests' programs (target/host-tests)
+host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_API) $(HOST_PLUGINS) $(HOST_OBJECTS) ## dev: build the stand-in librdmacm and the host tests' programs (target/host-tests)
 
 host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host

@@ -38,8 +38,8 @@ impl FdOut {
         }
     }
 
-    /// For our lines on stderr (`fd` 2, or a copy of it).
-    fn stderr(fd: i32) -> Self {
+    /// For our lines on stderr (`fd` 2, or a copy of it): never waited on (`ours`).
+    pub(crate) fn stderr(fd: i32) -> Self {
         FdOut {
             ours: true,
             ..FdOut::new(fd)
