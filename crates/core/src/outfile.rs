@@ -217,15 +217,87 @@ const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 /// The new file at `path` (see [`create`]).
 fn open_new(path: &CStr) -> Result<OwnedFd, Errno> {
-    let flags = libc::O_WRONLY
-        | libc::O_CREAT
-        | libc::O_EXCL
-        | libc::O_NOFOLLOW
-        | libc::O_NONBLOCK
-        | libc::O_CLOEXEC;
+    let file = open_no_symlinks(path, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL)?;
+    regular(file.as_raw_fd())?;
+    Ok(file)
+}
+
+/// A file's identity: its device and inode numbers and, where the filesystem keeps one, its
+/// birth time: an inode number freed by a removed file and given to a new one (the program's,
+/// made at the number of a descriptor of ours it closed) differs by its birth time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    /// Seconds and nanoseconds; (0, 0) where there is none.
+    born: (i64, u32),
+}
+
+/// The identity of the file open at `fd`: statx(2), or fstat(2) (no birth time) where statx is
+/// missing (before Linux 4.11) or refused; else the errno.
+pub fn identity(fd: RawFd) -> Result<Identity, Errno> {
+    // SAFETY: all-zero is a valid `statx`, which statx(2) fills.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH names `fd`; a live out pointer.
+    let done = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_INO | libc::STATX_BTIME,
+            &mut stx,
+        )
+    };
+    if done == 0 {
+        let born = if stx.stx_mask & libc::STATX_BTIME != 0 {
+            (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
+        } else {
+            (0, 0)
+        };
+        return Ok(Identity {
+            dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+            ino: stx.stx_ino,
+            born,
+        });
+    }
+    match errno::get() {
+        libc::ENOSYS | libc::EPERM => {}
+        e => return Err(e),
+    }
+    // SAFETY: all-zero is a valid `stat`, which fstat(2) fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer; any fd is fine (a bad one fails).
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(errno::get());
+    }
+    Ok(Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        born: (0, 0),
+    })
+}
+
+/// The file [`create`] made at `path` (identity `made`), opened again for appending, when the
+/// descriptor we had of it is gone (a program that closes every descriptor it does not know
+/// of). Opened by the same rules but never created (no O_CREAT), and kept only when it is the
+/// very file made (ESTALE otherwise: another file put at the name since, which is not ours to
+/// write).
+pub fn reopen(path: &CStr, made: Identity) -> Result<OwnedFd, Errno> {
+    let file = open_no_symlinks(path, libc::O_WRONLY | libc::O_APPEND)?;
+    if identity(file.as_raw_fd())? != made {
+        return Err(libc::ESTALE);
+    }
+    Ok(file)
+}
+
+/// `path` opened with `flags` and O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC besides, mode 0600 when
+/// it creates the file, and no symbolic link anywhere on the path where the kernel can refuse
+/// one (see `create`).
+fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> Result<OwnedFd, Errno> {
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     let how = OpenHow {
         flags: flags as u64,
-        mode: 0o600,
+        mode: if flags & libc::O_CREAT != 0 { 0o600 } else { 0 },
         resolve: RESOLVE_NO_SYMLINKS,
     };
     // A symbolic link in a directory of the path would let whoever made it choose where a
@@ -251,9 +323,7 @@ fn open_new(path: &CStr) -> Result<OwnedFd, Errno> {
         return Err(errno::get());
     }
     // SAFETY: a descriptor open(2) just gave us, owned by nothing else.
-    let file = unsafe { OwnedFd::from_raw_fd(fd) };
-    regular(file.as_raw_fd())?;
-    Ok(file)
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Ok when `fd` is a regular file; EINVAL when it is anything else, or fstat(2)'s errno.
@@ -395,6 +465,46 @@ mod tests {
             "nothing made behind the link"
         );
         assert!(create(path(&real.join("r.json"))).file.is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file made is opened again by its name only while it is the very file made: not after
+    /// it was removed and another made at its name, whose inode number may be the removed
+    /// file's own (the birth time tells them apart), and not through a symbolic link.
+    #[test]
+    fn a_file_is_reopened_only_while_it_is_the_one_made() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-reopen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = dir.join("r.json");
+        let path = Path::new(name.as_os_str().as_encoded_bytes()).unwrap();
+        let made = create(Path::new(name.as_os_str().as_encoded_bytes()).unwrap())
+            .file
+            .unwrap();
+        let was = identity(made.as_raw_fd()).unwrap();
+        write_all(made.as_raw_fd(), b"one\n").unwrap();
+        let again = reopen(path.as_c_str(), was).unwrap();
+        assert_eq!(identity(again.as_raw_fd()), Ok(was));
+        write_all(again.as_raw_fd(), b"two\n").unwrap();
+        assert_eq!(
+            std::fs::read(&name).unwrap(),
+            b"one\ntwo\n",
+            "appended, not truncated"
+        );
+        drop((made, again));
+        // Removed, and a file of someone else's made at the name: the inode number freed is
+        // often the one the new file gets.
+        std::fs::remove_file(&name).unwrap();
+        std::fs::write(&name, b"theirs\n").unwrap();
+        assert_eq!(reopen(path.as_c_str(), was).err(), Some(libc::ESTALE));
+        assert_eq!(std::fs::read(&name).unwrap(), b"theirs\n");
+        // A symbolic link at the name, to the file made: not followed.
+        std::fs::remove_file(&name).unwrap();
+        let other = dir.join("other.json");
+        let other_path = Path::new(other.as_os_str().as_encoded_bytes()).unwrap();
+        let made = create(other_path).file.unwrap();
+        let was = identity(made.as_raw_fd()).unwrap();
+        std::os::unix::fs::symlink(&other, &name).unwrap();
+        assert_eq!(reopen(path.as_c_str(), was).err(), Some(libc::ELOOP));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
