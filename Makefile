@@ -204,7 +204,7 @@ fuzz: build-deps ## dev: each fuzz target for FUZZ_TIME seconds (300), before re
 HOST_TESTS    := target/host-tests
 HOST_LIB      := $(CURDIR)/$(HOST_TESTS)/lib
 HOST_CFLAGS   := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Itests/host/standin -Iinclude
-HOST_PROGRAMS := $(addprefix $(HOST_TESTS)/bin/,events signals exit report plugin)
+HOST_PROGRAMS := $(addprefix $(HOST_TESTS)/bin/,events signals exit report plugin cut)
 # The plugin, under a name that merely contains "librdmacm" and under one that does not.
 HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper.so)
 # The setuid programs, compiled here and linked by the tests in a directory of their own, with

@@ -113,7 +113,7 @@ extern "C" fn after_fork_child() {
     // A fork from a signal handler that interrupted the preload's allocator: what the tables
     // free at their reset waits for their next lock, after the interrupted frame left it.
     let later = crate::sys::alloc::held_here();
-    crate::sys::whereis::forget_thread_id();
+    crate::sys::this_thread::forget_id();
     crate::audit::report_file::after_fork_in_child();
     crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();

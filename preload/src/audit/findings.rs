@@ -92,7 +92,7 @@ impl Finding {
             seq,
             event_type,
             id,
-            thread: crate::sys::whereis::thread_id(),
+            thread: crate::sys::this_thread::id(),
             place,
             message,
         }

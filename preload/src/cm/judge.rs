@@ -8,9 +8,9 @@ use cmsafe_core::cm::{rdma_cm_event_type::*, rdma_cm_id};
 
 use crate::audit::findings::{Finding, Kind};
 use crate::cm::record::reported;
-use crate::cm::track::{Op, State, Wait};
+use crate::cm::track::{LeftBy, Op, State, Wait};
 use crate::sys::config::{Mode, CONFIG};
-use crate::sys::whereis;
+use crate::sys::{this_thread, whereis};
 
 impl State {
     /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
@@ -65,7 +65,7 @@ impl State {
                 v
             }
         };
-        let me = whereis::thread_id();
+        let me = this_thread::id();
         ptrs.into_iter().partition(|p| self.live[p].thread == me)
     }
 
@@ -224,7 +224,7 @@ impl State {
     /// The unacked events from `channel`, no finding named yet, that threads other than the
     /// caller hold: what rdma_destroy_event_channel gives CMSAFE_LATE_ACK_MS to be acked.
     pub fn channel_held_by_others(&self, channel: usize) -> Vec<usize> {
-        let me = whereis::thread_id();
+        let me = this_thread::id();
         self.live
             .iter()
             .filter(|(_, r)| {
@@ -287,8 +287,13 @@ impl State {
             .rev()
             .find(|c| c.channel == w.channel)
         {
-            Some(c) => format!(
+            Some(c) if c.by == LeftBy::Cancel => format!(
                 "thread {} was cancelled inside rdma_get_cm_event on this id's event channel {:.1} ms before this call: a cancel that lands as the kernel hands over an event loses that event (glibc acts on it after the read returned), and librdmacm waits for its ack forever; cancel a CM thread only outside rdma_get_cm_event",
+                c.thread,
+                w.start_ns.saturating_sub(c.at_ns) as f64 / 1e6
+            ),
+            Some(c) => format!(
+                "thread {} left rdma_get_cm_event on this id's event channel by a longjmp out of a signal handler {:.1} ms before this call: a signal that lands as the kernel hands over an event loses that event the same way, and librdmacm waits for its ack forever; for a timeout, poll(2) the channel's fd instead",
                 c.thread,
                 w.start_ns.saturating_sub(c.at_ns) as f64 / 1e6
             ),
@@ -366,7 +371,7 @@ mod tests {
     fn a_channel_destroy_waits_only_for_what_other_threads_hold() {
         let mut s = new_state(&CONFIG);
         let (chan, other_chan) = (0x7000_0010, 0x7000_0020);
-        let me = whereis::thread_id();
+        let me = this_thread::id();
         let held = |seq, channel, thread, reported, internal| Record {
             channel,
             thread,

@@ -22,6 +22,7 @@ use crate::cm::objects::{self, Objects};
 use crate::cm::record::{reported, Holder, Record};
 use crate::sys::config::{Config, Mode, CONFIG};
 use crate::sys::forked::{self, Mark};
+use crate::sys::this_thread;
 use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
 use cmsafe_sync::signal_queue::SignalQueue;
@@ -84,19 +85,31 @@ pub struct State {
     pub(super) touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
     pub(super) copies: SafeCopies,
-    /// Threads cancelled inside librdmacm's rdma_get_cm_event: the event being read may be lost.
+    /// Reads of librdmacm's rdma_get_cm_event left without returning: the event being read may
+    /// be lost. Counted by how they were left (`LeftBy`).
     pub(super) cancelled_reads: Vec<CancelledRead>,
     pub(super) cancelled_total: u64,
+    pub(super) longjmp_total: u64,
     /// Ids and channels: created, destroyed, rejected.
     pub(super) objects: Objects,
 }
 
-/// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
+/// A thread that left librdmacm's rdma_get_cm_event on `channel` without returning.
 #[derive(Clone, Copy, Debug)]
 pub struct CancelledRead {
     pub channel: usize,
     pub thread: i32,
     pub at_ns: u64,
+    pub by: LeftBy,
+}
+
+/// How a read was left: glibc runs our cleanup record for both, and the thread's next
+/// rdma_get_cm_event tells them apart (a cancelled thread has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftBy {
+    Cancel,
+    /// A longjmp out of a signal handler (a timeout by alarm(2), say).
+    Longjmp,
 }
 
 /// Cancelled reads remembered (the oldest are forgotten past this).
@@ -106,16 +119,30 @@ const CANCELLED_CAP: usize = 64;
 /// through the tracker.
 static CUT_SHORT: SignalQueue<CancelledRead, CANCELLED_CAP> = SignalQueue::new();
 
+/// Threads that called rdma_get_cm_event again after leaving one (`note_read_resumed`): they
+/// were not cancelled.
+static RESUMED: SignalQueue<i32, CANCELLED_CAP> = SignalQueue::new();
+
 /// A thread left librdmacm's rdma_get_cm_event on `channel` without returning: glibc runs our
 /// cleanup record for a cancellation, and for a longjmp out of a signal handler too (which
-/// loses the event being read the same way). Lock-free: it may run in a signal handler, on a
-/// thread inside any lock; the tracker takes it in at its next call.
+/// loses the event being read the same way). Taken for a cancel until the thread calls
+/// rdma_get_cm_event again (`note_read_resumed`). Lock-free: it may run in a signal handler, on
+/// a thread inside any lock; the tracker takes it in at its next call.
 pub fn note_cancelled_read(channel: usize) {
+    this_thread::note_left_read();
     let _ = CUT_SHORT.push(CancelledRead {
         channel,
-        thread: whereis::thread_id(),
+        thread: this_thread::id(),
         at_ns: now_ns(),
+        by: LeftBy::Cancel,
     });
+}
+
+/// `thread`, which left an rdma_get_cm_event without returning, calls it again: that read was
+/// left by a longjmp, not a cancellation. Lock-free, as `note_cancelled_read`.
+#[cold]
+pub fn note_read_resumed(thread: i32) {
+    let _ = RESUMED.push(thread);
 }
 
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
@@ -182,6 +209,7 @@ pub(super) fn new_state(cfg: &Config) -> State {
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
+        longjmp_total: 0,
         objects: Objects::new(cfg.rejected_ids),
     }
 }
@@ -202,6 +230,11 @@ pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
         if CUT_SHORT.maybe_pending() {
             while let Some(c) = CUT_SHORT.pop() {
                 state.cancelled_read(c);
+            }
+        }
+        if RESUMED.maybe_pending() {
+            while let Some(thread) = RESUMED.pop() {
+                state.read_left_by_longjmp(thread);
             }
         }
         let r = f(state);
@@ -239,6 +272,7 @@ pub struct Ending {
     by_type: Vec<(String, u64)>,
     held: Held,
     cancelled: u64,
+    longjmps: u64,
     left: objects::Leftover,
 }
 
@@ -264,6 +298,12 @@ impl Ending {
             s.push_str(&format!(
                 "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
                 self.cancelled
+            ));
+        }
+        if self.longjmps > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   rdma_get_cm_event calls left by a longjmp (out of a signal handler): {}\n",
+                self.longjmps
             ));
         }
         if let Some(line) = sink::lost_line() {
@@ -383,7 +423,7 @@ impl State {
                 id: cm.id as usize,
                 owner,
                 channel,
-                thread: whereis::thread_id(),
+                thread: this_thread::id(),
                 get_ns: now_ns(),
                 ack_ns: 0,
                 pd_len,
@@ -611,6 +651,20 @@ impl State {
         self.cancelled_reads.push(c);
     }
 
+    /// `thread`'s last read left without returning was left by a longjmp (`note_read_resumed`).
+    fn read_left_by_longjmp(&mut self, thread: i32) {
+        let left = self
+            .cancelled_reads
+            .iter_mut()
+            .rev()
+            .find(|c| c.thread == thread && c.by == LeftBy::Cancel);
+        if let Some(c) = left {
+            c.by = LeftBy::Longjmp;
+        }
+        self.cancelled_total = self.cancelled_total.saturating_sub(1);
+        self.longjmp_total += 1;
+    }
+
     /// At exit: events never acked (findings) and the report's records of the events still
     /// unacked, into the outbox; and what the summary says of the tracker's counts.
     pub fn finish(&mut self) -> Ending {
@@ -660,6 +714,7 @@ impl State {
             by_type,
             held: std::mem::replace(&mut self.held, Held::new()),
             cancelled: self.cancelled_total,
+            longjmps: self.longjmp_total,
             left: self.objects.leftover(),
         }
     }
@@ -674,6 +729,7 @@ impl State {
         self.held.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
+        self.longjmp_total = 0;
         // What the parent had to say is the parent's (its report is closed: report_file).
         self.out.clear();
     }

@@ -12,7 +12,7 @@ use crate::cm::{readers, refuse, watch};
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::quiet::missing;
-use crate::sys::{cancel, real, whereis};
+use crate::sys::{cancel, real, this_thread, whereis};
 
 /// A read of a channel in progress (readers.rs), for `cancelled_in_get`.
 struct Reading {
@@ -126,9 +126,13 @@ pub unsafe extern "C-unwind" fn get_cm_event(
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
     // Seen by the hang watcher while it lasts: a read on a channel whose ids are all destroyed
     // never returns.
+    let (thread, left_before) = this_thread::id_and_left_read();
+    if left_before {
+        track::note_read_resumed(thread);
+    }
     let reading = Reading {
         channel: channel as usize,
-        token: readers::enter(channel as usize, whereis::thread_id(), ret),
+        token: readers::enter(channel as usize, thread, ret),
     };
     // SAFETY: as above, with our own out pointer; `cancelled_in_get` only gives the read's slot
     // back and records the channel, reading `reading`, which outlives the call.
@@ -215,7 +219,7 @@ pub unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i
     let rc = unsafe { real(id) };
     quietly(|| {
         watch::end(token);
-        let thread = whereis::thread_id();
+        let thread = this_thread::id();
         with_state(|s| s.destroyed(id as usize, thread, ret, rc));
     });
     rc

@@ -2,7 +2,7 @@
 //! (audit/sink.rs), which says and counts every finding.
 
 use crate::audit::findings;
-use crate::sys::whereis;
+use crate::sys::{this_thread, whereis};
 
 /// Says a finding about a libibverbs object `id` (stderr, report, summary), made at the program
 /// address `at` by the calling thread.
@@ -17,7 +17,7 @@ pub fn say_about(
         kind,
         event_type,
         id,
-        whereis::thread_id(),
+        this_thread::id(),
         whereis::describe(at),
         message,
     );
