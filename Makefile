@@ -414,8 +414,15 @@ installed_man   := $(foreach p,$(MAN_PAGES),$(MANDIR)/$(notdir $(patsubst %/,%,$
 
 # Hooks for artifacts built elsewhere in the tree: each is installed only when the file exists
 # (override to point elsewhere), and always removed by uninstall.
-# The LD_PRELOAD library (make preload), installed as $(LIBDIR)/libcmsafe_preload.so:
+# The LD_PRELOAD library (make preload), installed as $(PRELOADDIR)/libcmsafe_preload.so:
 PRELOAD_LIB ?= $(LIBOUT)/libcmsafe_preload.so
+# Where it goes: beside the library for a source build; the packages give it a private directory
+# ($(LIBDIR)/cmsafe, debian/rules), out of the loader's path and of the shlibs file. The installed
+# cmsafe-audit is told this path.
+PRELOADDIR ?= $(LIBDIR)
+# The interpreter written on cmsafe-timeline's first line when set (the packages: /usr/bin/python3,
+# Debian's policy for a packaged script); a source build keeps `#!/usr/bin/env python3`.
+PYTHON3 ?=
 # Its launcher, installed as $(BINDIR)/cmsafe-audit:
 AUDIT_CMD   ?= bin/cmsafe-audit
 # The converter of its reports to a timeline (cmsafe-audit --timeline runs it from beside
@@ -450,19 +457,22 @@ install: $(LIBOUT)/libcmsafe.so ## use: install into PREFIX (/usr/local); LIBDIR
 	  d=$(DESTDIR)$(MANDIR)/$$(basename $$(dirname $$p)); \
 	  $(INSTALL) -d $$d; $(INSTALL) -m 0644 $$p $$d/; \
 	done
-	if [ -f "$(PRELOAD_LIB)" ]; then \
-	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(LIBDIR)/libcmsafe_preload.so; fi
+	if [ -f "$(PRELOAD_LIB)" ]; then $(INSTALL) -d $(DESTDIR)$(PRELOADDIR) && \
+	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(PRELOADDIR)/libcmsafe_preload.so; fi
 	if [ -f "$(AUDIT_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
-	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
+	  sed 's|^installed_lib=$$|installed_lib=$(PRELOADDIR)/libcmsafe_preload.so|' "$(AUDIT_CMD)" \
+	    >$(DESTDIR)$(BINDIR)/cmsafe-audit && chmod 0755 $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
 	if [ -f "$(TIMELINE_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
-	  $(INSTALL) -m 0755 "$(TIMELINE_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
+	  sed '1s|^#!/usr/bin/env python3$$|#!$(or $(PYTHON3),/usr/bin/env python3)|' "$(TIMELINE_CMD)" \
+	    >$(DESTDIR)$(BINDIR)/cmsafe-timeline && chmod 0755 $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
 uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
-	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
+	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
+	if [ "$(PRELOADDIR)" != "$(LIBDIR)" ]; then rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null || true; fi
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
