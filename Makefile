@@ -474,6 +474,18 @@ uninstall: ## use: remove exactly what install installed (same variables)
 	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
 	if [ "$(PRELOADDIR)" != "$(LIBDIR)" ]; then rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null || true; fi
 
+# The Debian packages (scripts/deb; docs/abi.md, "Debian packages"): libcmsafe0.2, libcmsafe-dev
+# and cmsafe-tools, built with dpkg-buildpackage and debhelper from the tree and its vendored
+# crates (scripts/deb-source), then lintian, which must report no error and no warning. make deb
+# builds this machine's suite's (bookworm's), in target/deb/pkgs; DEB_STACK=NAME another suite's,
+# in its root (scripts/stack-root --base), DEB_STACK=arm64 bookworm's arm64 ones, cross-built.
+DEB_STACK ?= bookworm
+deb_args = $(if $(filter arm64,$(DEB_STACK)),--arch arm64,--stack $(DEB_STACK))
+.PHONY: deb
+deb: ## use: the Debian packages, lintian-clean (target/deb/pkgs); DEB_STACK=NAME or arm64
+	@scripts/setup-deps --pkg $(if $(filter arm64,$(DEB_STACK)),--arm64)
+	scripts/deb $(deb_args)
+
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
 lists-check: ## test: finding kinds and interposed names in the docs match their Rust source
