@@ -18,6 +18,10 @@ TRANSPORT ?= roce
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
 CTEST_LIBS  := -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe -lrdmacm -libverbs -lpthread -ldl
+# What the C tests are built after: the library in this tree (make build). scripts/deb-test
+# builds them against the installed packages instead (pkg-config, no -Iinclude, no rpath), with
+# CTEST_BUILD empty, CTEST_FLAGS and CTEST_LIBS its own.
+CTEST_BUILD ?= build
 
 C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
                    test_event_types test_pdata_lengths test_event_order test_many_clients \
@@ -176,12 +180,12 @@ host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_PLUGINS) $(HOST_OBJECTS) ## 
 host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host
 
-$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
 # The same test built with ThreadSanitizer instead (ASan and TSan do not mix): NAME_tsan.
-$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
@@ -190,11 +194,11 @@ $(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transp
 # library list, and LD_PRELOAD would come before it): c-tests/new-events.
 $(CTESTS)/test_new_events_plain: c-tests/test_new_events.c c-tests/cm_util.c c-tests/cm_util.h \
     c-tests/transport.h \
-    c-tests/harness.h include/cmsafe.h build
+    c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
-$(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h build
+$(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h $(CTEST_BUILD)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/seed_incident.c \
 	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
 
@@ -202,7 +206,7 @@ $(CTESTS)/cm_util.o: c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-t
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/cm_util.c
 
-$(CTESTS)/%: examples/%.c include/cmsafe.h build
+$(CTESTS)/%: examples/%.c include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< $(CTEST_LIBS)
 
@@ -213,6 +217,11 @@ $(CTESTS)/real_stack: build
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
 c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat ## dev: build the C and C++ tests (target/c-tests)
+
+# The C and C++ tests without the Rust API's (cargo's): what scripts/deb-test builds against the
+# installed packages.
+.PHONY: c-tests-c
+c-tests-c: $(C_TEST_BINS) $(CTESTS)/seed_incident_compat $(CTESTS)/cpp_events
 
 guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, under the sanitizers
 	$(RXE_VM) -- c-tests/run-in-guest
@@ -481,10 +490,22 @@ uninstall: ## use: remove exactly what install installed (same variables)
 # in its root (scripts/stack-root --base), DEB_STACK=arm64 bookworm's arm64 ones, cross-built.
 DEB_STACK ?= bookworm
 deb_args = $(if $(filter arm64,$(DEB_STACK)),--arch arm64,--stack $(DEB_STACK))
-.PHONY: deb
+.PHONY: deb deb-test
 deb: ## use: the Debian packages, lintian-clean (target/deb/pkgs); DEB_STACK=NAME or arm64
 	@scripts/setup-deps --pkg $(if $(filter arm64,$(DEB_STACK)),--arm64)
 	scripts/deb $(deb_args)
+
+# The packages tested installed (scripts/deb-test): built with the previous version's, then in
+# one guest per suite installed with apt-get into the suite's root, upgraded, tested against /usr
+# and purged. In make test: this machine's suite and sid, parts install, upgrade, c-tests, the
+# misuse programs of CM events through /usr/bin/cmsafe-audit, purge; make stacks runs every
+# part on every suite (docs/testing.md, "The Debian packages").
+DEB_TEST_STACKS ?= bookworm sid
+DEB_TEST_PARTS ?= install upgrade c-tests misuse purge
+deb-test: deps ## test: the Debian packages installed with apt, tested, upgraded, purged (bookworm, sid)
+	@scripts/setup-deps --pkg
+	set -e; for s in $(DEB_TEST_STACKS); do \
+	  PRELOAD_MISUSE_ONLY=cm scripts/deb-test --stack $$s --parts "$(DEB_TEST_PARTS)"; done
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
@@ -517,7 +538,7 @@ install-check: deps build ## test: install into a staging root, build with pkg-c
 
 # The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
 CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude
-$(CTESTS)/cpp_events: c-tests/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h build
+$(CTESTS)/cpp_events: c-tests/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events
