@@ -490,7 +490,7 @@ uninstall: ## use: remove exactly what install installed (same variables)
 # in its root (scripts/stack-root --base), DEB_STACK=arm64 bookworm's arm64 ones, cross-built.
 DEB_STACK ?= bookworm
 deb_args = $(if $(filter arm64,$(DEB_STACK)),--arch arm64,--stack $(DEB_STACK))
-.PHONY: deb deb-test
+.PHONY: deb deb-test rpm
 deb: ## use: the Debian packages, lintian-clean (target/deb/pkgs); DEB_STACK=NAME or arm64
 	@scripts/setup-deps --pkg $(if $(filter arm64,$(DEB_STACK)),--arm64)
 	scripts/deb $(deb_args)
@@ -506,6 +506,12 @@ deb-test: deps ## test: the Debian packages installed with apt, tested, upgraded
 	@scripts/setup-deps --pkg
 	set -e; for s in $(DEB_TEST_STACKS); do \
 	  PRELOAD_MISUSE_ONLY=cm scripts/deb-test --stack $$s --parts "$(DEB_TEST_PARTS)"; done
+
+# The RPMs (scripts/rpm): rpmbuild of Debian's rpm package on redhat/cmsafe.spec, rpmlint clean;
+# built and checked here, not installed on an RPM distribution.
+rpm: ## use: the RPMs from redhat/cmsafe.spec, rpmlint-clean (target/rpm)
+	@scripts/setup-deps --pkg
+	scripts/rpm
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
