@@ -99,8 +99,8 @@ def tree_listing(dirs: Sequence[str], recursive: Sequence[str]) -> set[str]:
 
 def leftovers(before: set[str], after: set[str]) -> list[str]:
     """What a purge left: paths there after it and not before, and paths it took away."""
-    return (["left: " + p[2:] for p in sorted(after - before)] +
-            ["gone: " + p[2:] for p in sorted(before - after)])
+    return (["left: " + p[2:] for p in sorted(after - before) if not p.startswith("- ")] +
+            ["gone: " + p[2:] for p in sorted(before - after) if not p.startswith("- ")])
 
 
 def resolved(listing: str, soname: str) -> str:
