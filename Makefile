@@ -261,15 +261,16 @@ stacks-test: deps ## test: the oldest and the newest Debian stack (bullseye, sid
 
 .PHONY: stacks stacks-smoke stacks-host-bins
 STACKS ?= bullseye bookworm bookworm/iwarp trixie sid arm64
-PARTS ?= install c-tests new-events misuse real demo storm
+PARTS ?= install c-tests new-events misuse real demo storm packages
 SMOKE_STACKS ?= bullseye sid
 SMOKE_PARTS ?= install c-tests new-events misuse
 stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS) ## dev: what the bookworm rows of make stacks run
 stacks_all := bullseye bookworm bookworm/iwarp trixie sid arm64
-parts_all := install c-tests new-events misuse real demo storm
+parts_all := install c-tests new-events misuse real demo storm packages
 stacks_builds = $(if $(filter bookworm bookworm/iwarp,$(1)),stacks-host-bins) $(if $(filter arm64,$(1)),cross-arm64)
 stacks: deps $(call stacks_builds,$(STACKS)) ## dev: the suite on the Debian stacks, iWARP, arm64; STACKS, PARTS
-	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
+	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && { [ "$(strip $(PARTS))" = "$(parts_all)" ] || \
+	    [ "$(strip $(PARTS))" = packages ]; }; then \
 	  out="--out bench/results/stacks.md"; fi; \
 	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out
 stacks-smoke: deps $(call stacks_builds,$(SMOKE_STACKS)) ## dev: stacks' short slice
@@ -384,7 +385,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
       abi-check lists-check timeline-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test iwarp-test arm64-test
+      fault-test stacks-test deb-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
