@@ -51,7 +51,7 @@ PARTS = ("install", "upgrade", "c-tests", "misuse", "real", "purge")
 OUT = "target/deb-suite"
 PKGS = ("libcmsafe0.2", "libcmsafe-dev", "cmsafe-tools")
 SONAME = "libcmsafe.so.0.2"
-EMPTY_LISTS = "/tmp/deb-suite-lists"  # apt's package lists in the guest: none
+EMPTY_LISTS = os.path.abspath(os.path.join(OUT, "lists"))  # apt's package lists there: none
 # dpkg's and the loader's own files, which installing anything changes.
 DPKG_OWN = ("/var/lib/dpkg/status-old", "/var/lib/dpkg/diversions-old",
             "/var/lib/dpkg/statoverride-old", "/var/lib/dpkg/triggers/Unincorp")
