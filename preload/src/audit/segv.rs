@@ -135,7 +135,7 @@ fn real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 
 extern "C" fn resolve_at_load() {
     real(&REAL_SIGACTION, c"sigaction");
-    for call in [SIGNAL, SSIGNAL, BSD_SIGNAL, SYSV_SIGNAL, SYSV_SIGNAL_] {
+    for call in [&SIGNAL, &SSIGNAL, &BSD_SIGNAL, &SYSV_SIGNAL, &SYSV_SIGNAL_] {
         real(call.real, call.name);
     }
 }
@@ -267,11 +267,11 @@ static REAL_SYSV_SIGNAL_: AtomicUsize = AtomicUsize::new(0);
 const BSD: (i32, bool) = (libc::SA_RESTART, true);
 const SYSV: (i32, bool) = (libc::SA_RESETHAND | libc::SA_NODEFER, false);
 
-pub const SIGNAL: SignalCall = SignalCall::new(c"signal", &REAL_SIGNAL, BSD);
-pub const SSIGNAL: SignalCall = SignalCall::new(c"ssignal", &REAL_SSIGNAL, BSD);
-pub const BSD_SIGNAL: SignalCall = SignalCall::new(c"bsd_signal", &REAL_BSD_SIGNAL, BSD);
-pub const SYSV_SIGNAL: SignalCall = SignalCall::new(c"sysv_signal", &REAL_SYSV_SIGNAL, SYSV);
-pub const SYSV_SIGNAL_: SignalCall = SignalCall::new(c"__sysv_signal", &REAL_SYSV_SIGNAL_, SYSV);
+pub static SIGNAL: SignalCall = SignalCall::new(c"signal", &REAL_SIGNAL, BSD);
+pub static SSIGNAL: SignalCall = SignalCall::new(c"ssignal", &REAL_SSIGNAL, BSD);
+pub static BSD_SIGNAL: SignalCall = SignalCall::new(c"bsd_signal", &REAL_BSD_SIGNAL, BSD);
+pub static SYSV_SIGNAL: SignalCall = SignalCall::new(c"sysv_signal", &REAL_SYSV_SIGNAL, SYSV);
+pub static SYSV_SIGNAL_: SignalCall = SignalCall::new(c"__sysv_signal", &REAL_SYSV_SIGNAL_, SYSV);
 
 impl SignalCall {
     const fn new(
