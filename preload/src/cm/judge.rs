@@ -7,8 +7,8 @@
 use cmsafe_core::cm::{rdma_cm_event_type::*, rdma_cm_id};
 
 use crate::audit::findings::{Finding, Kind};
-use crate::cm::record::reported;
-use crate::cm::track::{LeftBy, Op, State, Wait};
+use crate::cm::record::{reported, QpDestroyed, Record};
+use crate::cm::track::{now_ns, LeftBy, Op, State, Wait};
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::{this_thread, whereis};
 
@@ -147,6 +147,79 @@ impl State {
                 r.reported |= op.bit();
             }
         }
+    }
+
+    /// rdma_destroy_qp met `ptrs`, DISCONNECTEDs other threads hold: librdmacm waits for none
+    /// of them, so neither does the call (audit changes no timing). Each is judged at its ack
+    /// (`qp_destroy_at_ack`), or at exit if it never comes.
+    pub fn note_qp_destroy(&mut self, ptrs: &[usize], caller: whereis::Caller) {
+        let place = whereis::describe(caller.addr);
+        let (at_ns, thread) = (now_ns(), this_thread::id());
+        for &ptr in ptrs {
+            self.qp_destroyed.push(QpDestroyed {
+                ptr,
+                at_ns,
+                thread,
+                place: place.clone(),
+            });
+        }
+    }
+
+    /// At the ack of `r` (at `ptr`, now removed from the live events): a rdma_destroy_qp that met
+    /// it unacked is a finding when the ack came more than CMSAFE_LATE_ACK_MS after the call,
+    /// the grace a destroy gives an event thread that is about to ack.
+    pub fn qp_destroy_at_ack(&mut self, ptr: usize, r: &mut Record, late_ns: u64) {
+        let Some(i) = self.qp_destroyed.iter().position(|q| q.ptr == ptr) else {
+            return;
+        };
+        let q = self.qp_destroyed.swap_remove(i);
+        let after = r.ack_ns.saturating_sub(q.at_ns);
+        if after > late_ns && !r.reported_for(reported::DESTROY_QP) {
+            let held = format!(
+                "acked by another thread {:.1} ms after this call, past CMSAFE_LATE_ACK_MS={}",
+                after as f64 / 1e6,
+                late_ns / 1_000_000
+            );
+            r.reported |= reported::DESTROY_QP;
+            self.qp_destroy_finding(q, (r.seq, r.type_name(), r.id), &held);
+        }
+    }
+
+    /// At exit: each rdma_destroy_qp that met a DISCONNECTED never acked since.
+    pub fn qp_destroys_at_exit(&mut self) {
+        for q in std::mem::take(&mut self.qp_destroyed) {
+            let named = match self.live.get_mut(&q.ptr) {
+                Some(r) if !r.reported_for(reported::DESTROY_QP) => {
+                    r.reported |= reported::DESTROY_QP;
+                    (r.seq, r.type_name(), r.id)
+                }
+                _ => continue,
+            };
+            self.qp_destroy_finding(q, named, "still unacked at exit");
+        }
+    }
+
+    /// The finding of the rdma_destroy_qp `q` that met the event `(seq, type, id)` unacked.
+    fn qp_destroy_finding(
+        &mut self,
+        q: QpDestroyed,
+        event: (u64, &'static str, usize),
+        held: &str,
+    ) {
+        let (seq, event_type, id) = event;
+        let message = format!(
+            "rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): seq={seq} {event_type}"
+        );
+        let f = Finding::here(
+            Kind::QpDestroyBeforeAck,
+            seq,
+            event_type,
+            id,
+            q.place,
+            message,
+        )
+        .of_thread(q.thread);
+        self.add(f);
     }
 
     /// Before `call` on `id`: true (and a finding) when the program destroyed that id, or when

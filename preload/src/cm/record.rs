@@ -42,6 +42,17 @@ pub struct Record {
     pub holder: Holder,
 }
 
+/// A rdma_destroy_qp that met an event another thread held unacked, judged at the event's ack
+/// or at exit (cm/judge.rs, `note_qp_destroy`).
+pub struct QpDestroyed {
+    /// The event.
+    pub ptr: usize,
+    pub at_ns: u64,
+    /// The thread that called rdma_destroy_qp, and where.
+    pub thread: i32,
+    pub place: String,
+}
+
 /// Which findings named an event already: one bit per judged call.
 pub mod reported {
     pub const DESTROY_ID: u8 = 1;

@@ -19,7 +19,7 @@ use crate::audit::record::EventSource;
 use crate::audit::report;
 use crate::audit::sink::{self, Outbox};
 use crate::cm::objects::{self, Objects};
-use crate::cm::record::{reported, Holder, Record};
+use crate::cm::record::{reported, Holder, QpDestroyed, Record};
 use crate::sys::config::{Config, Mode, CONFIG};
 use crate::sys::forked::{self, Mark};
 use crate::sys::this_thread;
@@ -90,6 +90,8 @@ pub struct State {
     pub(super) cancelled_reads: Vec<CancelledRead>,
     pub(super) cancelled_total: u64,
     pub(super) longjmp_total: u64,
+    /// rdma_destroy_qp calls that met a DISCONNECTED another thread held, judged at its ack.
+    pub(super) qp_destroyed: Vec<QpDestroyed>,
     /// Ids and channels: created, destroyed, rejected.
     pub(super) objects: Objects,
 }
@@ -210,6 +212,7 @@ pub(super) fn new_state(cfg: &Config) -> State {
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
         longjmp_total: 0,
+        qp_destroyed: Vec::new(),
         objects: Objects::new(cfg.rejected_ids),
     }
 }
@@ -518,6 +521,9 @@ impl State {
             };
         };
         r.ack_ns = now_ns();
+        if !self.qp_destroyed.is_empty() {
+            self.qp_destroy_at_ack(ptr, &mut r, late_ns);
+        }
         let held = r.ack_ns - r.get_ns;
         if held > late_ns && !r.internal && !caller.in_librdmacm {
             let msg = format!(
@@ -668,6 +674,7 @@ impl State {
     /// At exit: events never acked (findings) and the report's records of the events still
     /// unacked, into the outbox; and what the summary says of the tracker's counts.
     pub fn finish(&mut self) -> Ending {
+        self.qp_destroys_at_exit();
         let mut leftover: Vec<usize> = self
             .live
             .iter()

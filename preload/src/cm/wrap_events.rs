@@ -81,6 +81,13 @@ fn judge_wait(
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
         }
+        if op == Op::DestroyQp {
+            // librdmacm's rdma_destroy_qp waits for no ack: neither do we (judged at the ack).
+            if !others.is_empty() {
+                with_state(|s| s.note_qp_destroy(&others, caller));
+            }
+            return;
+        }
         let (left, waited_ns) = crate::sys::wait::for_acks(
             others,
             |left| !left.is_empty(),
@@ -91,7 +98,7 @@ fn judge_wait(
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
         // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
-        if op != Op::DestroyQp && !caller.in_librdmacm && !no_id {
+        if !caller.in_librdmacm && !no_id {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
             token = Ok(watch::begin(op, id as usize, channel, caller));
