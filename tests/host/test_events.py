@@ -37,6 +37,22 @@ class UseAfterAck(HostTest):
         self.assertSummary(r, "audit", events=1, findings=1)
         self.assertKindCount(r, "use-after-ack", 1)
 
+    def test_the_read_is_a_finding_record_in_the_report(self):
+        # The fault is taken in by the next call that has nothing of its own to say (here the
+        # destroys after the read): its record goes to the report all the same.
+        for mode in ("audit", "audit+mprotect"):
+            with self.subTest(mode=mode):
+                path = os.path.join(self.tmpdir(), "r.json")
+                r = run(self.argv, mode, {"CMSAFE_REPORT": path})
+                self.assertStatus(r, 0)
+                with open(path) as f:
+                    recs = [json.loads(line) for line in f]
+                got = [(o["record"], o.get("finding"), o.get("seq"), o.get("type")) for o in recs
+                       if o["record"] in ("event", "finding")]
+                self.assertEqual(sorted(got, key=str), sorted([
+                    ("event", None, 1, "CONNECT_REQUEST"),
+                    ("finding", "use-after-ack", 1, "CONNECT_REQUEST")], key=str), recs)
+
     def test_safe_ack_then_read_gives_the_bytes_queued(self):
         r = run(self.argv, "safe")
         self.assertStatus(r, 0)

@@ -36,6 +36,15 @@ impl ReportLines {
         }
     }
 
+    /// `new` when a report is written (`report`), else `none`.
+    pub fn of(report: bool) -> Self {
+        if report {
+            Self::new()
+        } else {
+            Self::none()
+        }
+    }
+
     fn write_line(&mut self, line: &str) {
         self.lines.extend_from_slice(line.as_bytes());
         self.lines.push(b'\n');

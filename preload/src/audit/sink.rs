@@ -31,11 +31,7 @@ impl Outbox {
     pub fn new(report: bool) -> Self {
         Outbox {
             findings: Vec::new(),
-            lines: if report {
-                ReportLines::new()
-            } else {
-                ReportLines::none()
-            },
+            lines: ReportLines::of(report),
         }
     }
 
@@ -109,7 +105,11 @@ pub fn deliver(out: Outbox) {
         let mut guard = SINK.lock();
         let s = sink(&mut guard);
         if faults::faults_pending() {
-            absorb_faults(s, &mut lines);
+            // Their records go to the report whenever there is one, whichever delivery takes
+            // them in: a call with nothing of its own to say brings an outbox without lines.
+            let mut fault_lines = ReportLines::of(crate::sys::config::CONFIG.report.is_some());
+            absorb_faults(s, &mut fault_lines);
+            s.lines.extend_from_slice(&fault_lines.take());
         }
         let mut say = String::new();
         // Under AT_SECURE the lines would show the caller (a less privileged user) where a
