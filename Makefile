@@ -169,7 +169,7 @@ fuzz-timeline: $(FUZZ_VENV)/installed ## dev: the timeline converter fuzzed at l
 # guest; about 15 seconds.
 .PHONY: audit-check
 audit-check: build-deps ## test: cmsafe-audit's options, environment, reports and signals
-	sed -n "/^''':'$$/,/^'''$$/p" bin/cmsafe-audit | sed '1d;$$d' | bash -n
+	bash -n bin/cmsafe-audit
 	python3 -m py_compile bin/cmsafe-audit
 	@rm -rf bin/__pycache__
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/audit
