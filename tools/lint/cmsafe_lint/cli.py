@@ -1,0 +1,75 @@
+"""cmsafe-lint's command line: arguments, output, exit status."""
+
+import argparse
+import json
+import signal
+import sys
+
+from . import lint, spatch
+from .finding import escape
+
+PROG = "cmsafe-lint"
+
+DESCRIPTION = """\
+Finds event-lifecycle bugs of librdmacm and libibverbs in C sources, before they run: uses of
+an event after rdma_ack_cm_event, paths on which an event is never acked, double and foreign
+acks, rdma_destroy_id / rdma_migrate_id / rdma_destroy_event_channel / rdma_destroy_qp while
+an event is held, and the same family for completion (ibv_get_cq_event) and async
+(ibv_get_async_event) events. Findings are printed as compilers print theirs:
+FILE:LINE:COL: warning: KIND: message, KIND being the name cmsafe-audit gives the same misuse
+at run time. A directory stands for its *.c files that call an event function."""
+
+EPILOG = """\
+exit status: 0 no finding, 1 findings, 2 usage error or a file that cannot be read, 3 spatch
+failed. Man page: cmsafe-lint(1)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write("%s: %s\n" % (PROG, message))
+        sys.stderr.write("usage: %s [--json] [--macros FILE] FILE|DIR...\n" % PROG)
+        sys.exit(2)
+
+
+def main(argv):
+    ap = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true",
+                    help="one JSON object a line: file, line, column, severity, kind, message")
+    ap.add_argument("--macros", metavar="FILE",
+                    help="#defines for the project's own macros that keep spatch from parsing "
+                         "a function (each such function is a note: not-checked)")
+    ap.add_argument("paths", nargs="+", metavar="FILE|DIR", help="C files, or directories")
+    args = ap.parse_args(argv)
+    try:
+        files, found = lint.run(args.paths, macros=args.macros)
+    except OSError as e:
+        sys.stderr.write("%s: %s\n" % (PROG, escape(str(e))))
+        return 2
+    except spatch.SpatchError as e:
+        sys.stderr.write("%s: %s\n" % (PROG, escape(str(e))))
+        return 3
+    warnings = 0
+    out = sys.stdout
+    for f in found:
+        if f.severity == "warning":
+            warnings += 1
+        if args.json:
+            out.write(json.dumps({"file": f.file, "line": f.line, "column": f.col + 1,
+                                  "severity": f.severity, "kind": f.kind,
+                                  "message": f.message}) + "\n")
+        else:
+            out.write(f.text() + "\n")
+    out.flush()
+    sys.stderr.write("%s: %d file%s, %d finding%s\n" % (
+        PROG, len(files), "" if len(files) == 1 else "s", warnings, "" if warnings == 1 else "s"))
+    return 1 if warnings else 0
+
+
+def run():
+    # A closed pipe (| head) ends the run quietly, as it does for cat.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)

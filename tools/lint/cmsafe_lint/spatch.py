@@ -1,0 +1,64 @@
+"""Running Coccinelle's spatch: one place for its options, its time limit and its failures.
+
+The rules print their results as lines `PREFIX <json>` on stdout (a rule's python script); every
+other line spatch prints is its own business. A run that fails (spatch missing, a rule it
+cannot compile, a crash) raises SpatchError with spatch's own last words, never a traceback.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+
+class SpatchError(Exception):
+    pass
+
+
+# Options of every run:
+#   --no-includes   headers are not parsed: the rules need no type of the program's own, and a
+#                   project's headers (generated ones, config.h) need not exist
+#   --very-quiet    nothing but what the rules print
+#   --timeout       seconds per file, so that a pathological function cannot hang a whole run
+#   --allow-inconsistent-paths  the rules follow paths, not whole statements: no patch is made
+BASE_OPTIONS = ["--no-includes", "--very-quiet", "--allow-inconsistent-paths"]
+TIMEOUT_PER_FILE = int(os.environ.get("CMSAFE_LINT_SPATCH_TIMEOUT", "120"))
+
+
+def spatch_path():
+    exe = shutil.which("spatch")
+    if not exe:
+        raise SpatchError("spatch (Coccinelle) is not installed: scripts/setup-deps --lint, "
+                          "or apt-get install coccinelle")
+    return exe
+
+
+def run(cocci_file, files, prefix, extra=()):
+    """Runs spatch with `cocci_file` over `files`; returns the parsed JSON of its `prefix` lines."""
+    if not files:
+        return []
+    cmd = [spatch_path(), *BASE_OPTIONS, "--timeout", str(TIMEOUT_PER_FILE), *extra,
+           "--sp-file", cocci_file, *files]
+    env = dict(os.environ)
+    # spatch writes its caches and temporary files beside its input unless told otherwise.
+    env.setdefault("TMPDIR", os.environ.get("TMPDIR", "/tmp"))
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              errors="replace", env=env, stdin=subprocess.DEVNULL,
+                              timeout=TIMEOUT_PER_FILE * max(1, len(files)) + 60)
+    except subprocess.TimeoutExpired:
+        raise SpatchError("spatch did not finish within its time limit") from None
+    except OSError as e:
+        raise SpatchError("cannot run spatch: %s" % e.strerror) from None
+    out = []
+    for line in proc.stdout.splitlines():
+        if line.startswith(prefix + " "):
+            try:
+                out.append(json.loads(line[len(prefix) + 1:]))
+            except ValueError:
+                raise SpatchError("spatch printed a malformed record: %.200s" % line) from None
+    if proc.returncode != 0:
+        last = [l for l in proc.stderr.splitlines() if l.strip()][-3:]
+        raise SpatchError("spatch failed (exit status %d)%s" % (
+            proc.returncode, ": " + " / ".join(last) if last else ""))
+    return out
