@@ -26,6 +26,9 @@ CM_DESTROY = {
     "qp": {"rdma_destroy_qp": 0},
 }
 
+# A request's new id rejected: it is still the program's to destroy.
+CM_REJECT = {"rdma_reject": 0, "rdma_reject_ece": 0}
+
 # Completion events.
 CQ_GET = {"ibv_get_cq_event": 1}  # ibv_get_cq_event(channel, &cq, &context)
 CQ_ACK = {"ibv_ack_cq_events": 0}

@@ -109,6 +109,24 @@ def is_type(text, want):
     return clean(text) == clean(want)
 
 
+def calls_in(text):
+    """(name, arguments) of every call in a normalized text, nested ones included."""
+    out = []
+    for m in re.finditer(r"([A-Za-z_]\w*)\(", text):
+        close = _closing(text, m.end() - 1)
+        if close > 0 and m.group(1) not in ("if", "while", "for", "switch", "return", "sizeof"):
+            out.append((m.group(1), split_args(text[m.end(): close])))
+    return out
+
+
+def hands_over(expr, name):
+    """Whether a returned expression hands `name` itself over: the name alone, or as an
+    argument of a call in it (not a field read through it: `ev->status` hands nothing)."""
+    if expr == name:
+        return True
+    return any(name in args or "&" + name in args for _, args in calls_in(expr))
+
+
 def mentions(expr, name):
     """Whether the normalized expression `expr` contains `name` as a whole operand."""
     if not name:
@@ -400,7 +418,26 @@ def _type_regions(m):
             if rest:
                 else_start = then_end + rest.end()
                 regions.append((else_start, _statement_end(m, else_start), frozenset([name])))
+            elif re.search(r"\b(return|continue|break|goto|exit|abort)\b[^;]*;\s*\}?\s*$",
+                           m[close + 1:then_end]):
+                # `if (ev->event != X) return ...;`: the rest of the block runs for X only
+                regions.append((then_end, _block_end(m, then_end), frozenset([name])))
     return regions
+
+
+def _block_end(m, i):
+    """The offset of the `}` closing the block that holds offset i."""
+    depth = 0
+    while i < len(m):
+        c = m[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return len(m)
 
 
 def _loop_bodies(m):

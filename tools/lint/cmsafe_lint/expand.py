@@ -127,6 +127,10 @@ class Expander:
     def DESTROY_ID_PLAIN(self, x, pos=None):
         return self._destroys("id", x, pos, with_event=False)
 
+    def REJECT(self, x, pos=None):
+        alts = [self.call(n, 3, i, x, pos) for n, i in sorted(api.CM_REJECT.items())]
+        return self.disj(alts + self.helper_calls("reject", x, pos))
+
     def MIGRATE(self, x, pos=None):
         return self._destroys("migrate", x, pos)
 

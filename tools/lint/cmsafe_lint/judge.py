@@ -21,6 +21,7 @@ import re
 
 from . import api, ctext
 from .finding import Finding
+from .summary import Place
 
 CONNECT_REQUEST = "RDMA_CM_EVENT_CONNECT_REQUEST"
 DISCONNECTED = "RDMA_CM_EVENT_DISCONNECTED"
@@ -53,6 +54,7 @@ class Judge:
         self.sources = sources  # file -> ctext.Source
         self.findings = {}
         self._handler_types = {}
+        self._judged_with_get = set()
 
     # --- reading the source --------------------------------------------------------------
 
@@ -95,6 +97,18 @@ class Judge:
         self._handler_types[key] = out
         return out
 
+    def types_on_the_way(self, pd, inner):
+        """The event types at a call, or on its way down to the library call (a handler
+        reached from a `case` of the dispatcher it is called by): the first place that says,
+        else the handler typing of the calling function."""
+        hops = [pd.key] + [h for p in inner for h in p.via] + [(p.file, p.line, p.col)
+                                                               for p in inner]
+        for f, l, col in hops:
+            t = self.src(f).event_types_at(l, col)
+            if t is not None:
+                return t
+        return self.types_at(pd.file, pd.line, pd.col, pd.fn)
+
     def get_types(self, getpos):
         """The type a getter is told to wait for (`raw_get(ch, RDMA_CM_EVENT_X)`), or None."""
         c = self.call_at(getpos)
@@ -122,9 +136,7 @@ class Judge:
         e = re.escape(ev)
         if re.search(r"(?<![=!<>])=%s$" % e, stmt) or re.match(r"return%s$" % e, stmt):
             return False
-        for m in re.finditer(r"(\w+)\(([^()]*(?:\([^()]*\))*[^()]*)\)", stmt):
-            name = m.group(1)
-            args = ctext.split_args(m.group(2))
+        for name, args in ctext.calls_in(stmt):
             addr = "&" + ev
             if ev not in args and addr not in args:
                 continue
@@ -168,13 +180,18 @@ class Judge:
         the process, where nothing waits for an ack any more (a note, as cmsafe-audit's exit
         summary counts it); anywhere else the path goes on without the event (a warning)."""
         if px.fn == "main" and where != "the thread exits here":
-            return "note", "main returns: the process ends with it unacked"
+            return "note", "main returns: the process ends here"
         return "warning", where
 
     def add(self, f):
-        """Keeps one finding per place and kind: the first (rules come best-informed
-        first: with the get in view before without)."""
-        self.findings.setdefault(f.key(), f)
+        """Keeps one finding per line and kind: the first (rules come best-informed first:
+        with the get in view before without), at its leftmost column."""
+        key = (f.file, f.line, f.kind)
+        old = self.findings.get(key)
+        if old is None:
+            self.findings[key] = f
+        elif f.col < old.col and f.message == old.message:
+            old.col = f.col
 
     # --- CM ---------------------------------------------------------------------------------
 
@@ -262,7 +279,7 @@ class Judge:
         src = self.src(px.file)
         stmt = src.statement_at(px.line, px.col)
         m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if m and ctext.mentions(ctext.norm(m.group(1)), ev):
+        if m and ctext.hands_over(ctext.norm(m.group(1)), ev):
             return  # the event is handed to the caller
         if not self.is_local(pg, ev):
             return  # kept in memory that outlives the function (a field, a global)
@@ -302,7 +319,7 @@ class Judge:
         o = ctext.norm(obj)
         for kind, table in api.CM_DESTROY.items():
             if c.name in table:
-                return kind, "param", [(pos.file, pos.line, pos.col, c.name)]
+                return kind, "param", [Place(pos.file, pos.line, pos.col, c.name, ())]
         s = self.summaries.for_name(c.name, c.file)
         if s is None:
             return None
@@ -311,11 +328,9 @@ class Judge:
                 continue
             for kind in api.CM_DESTROY:
                 if j in s.props["destroy_" + kind]:
-                    return kind, "param", sorted(p for p in s.places("destroy_" + kind, j)
-                                                 if len(p) == 4)
+                    return kind, "param", sorted(s.places("destroy_" + kind, j))
                 if kind != "channel" and j in s.props["destroy_%s_ev" % kind]:
-                    return kind, "event", sorted(p for p in s.places("destroy_%s_ev" % kind, j)
-                                                 if len(p) == 4)
+                    return kind, "event", sorted(s.places("destroy_%s_ev" % kind, j))
         return None
 
     def _relation(self, ev, obj, via, fn_name, file, getpos=None):
@@ -354,6 +369,10 @@ class Judge:
         obj = rec["obj"]
         pd = Pos(rec["call"])
         pg = Pos(rec["get"]) if "get" in rec else None
+        if pg is not None:
+            self._judged_with_get.add((pd.key, ctext.norm(obj)))
+        elif (pd.key, ctext.norm(obj)) in self._judged_with_get:
+            return  # judged already by a rule that saw the get (its channel, its type)
         found = self._destroy_call(pd, obj)
         if found is None:
             return
@@ -368,13 +387,7 @@ class Judge:
         if pg is not None:
             types = self.get_types(pg)
         if types is None:
-            types = self.types_at(pd.file, pd.line, pd.col, pd.fn)
-        if types is None:
-            for f, l, col, _ in inner:
-                types = self.types_at(f, l, col, self.facts.function_at(f, l).name
-                                      if self.facts.function_at(f, l) else None)
-                if types is not None:
-                    break
+            types = self.types_on_the_way(pd, inner)
         if relation == "other-channel":
             if kind == "channel":
                 return  # another channel than the event's
@@ -428,14 +441,14 @@ class Judge:
         """Adds the finding of a call at pd, which may be a helper doing the library call at
         `inner` places: reported there when the helper is in the same file (a handler), else
         at pd. `{CALL}` in `message` is the library call's name."""
-        places = [p for p in inner if p[0] == pd.file] if inner else []
+        places = [p for p in inner if p.file == pd.file] if inner else []
         if not places:
             c = self.call_at(pd)
-            name = inner[0][3] if inner else default_name
+            name = inner[0].name if inner else default_name
             note = "" if not inner else " (through %s())" % (c.name if c else "a helper")
             self.add(Finding(kind, pd.file, pd.line, pd.col, message.replace("{CALL}", name) + note))
             return
-        for f, l, col, cname in places:
+        for f, l, col, cname, _ in places:
             note = ""
             if (f, l, col) != pd.key:
                 c = self.call_at(pd)
@@ -457,8 +470,8 @@ class Judge:
         o = ctext.norm(obj)
         for j, a in enumerate(c.args):
             if a == o and j in s.props[prop]:
-                inner = sorted(p for p in s.places(prop, j) if len(p) == 4)
-                return (inner[0][3] if inner else c.name), inner
+                inner = sorted(s.places(prop, j))
+                return (inner[0].name if inner else c.name), inner
         return None
 
     # --- completion events ----------------------------------------------------------------
@@ -470,7 +483,7 @@ class Judge:
             return
         stmt = self.src(px.file).statement_at(px.line, px.col)
         m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if cq and m and ctext.mentions(ctext.norm(m.group(1)), cq):
+        if cq and m and ctext.hands_over(ctext.norm(m.group(1)), cq):
             return
         where = "returns here" if m else (
             "the thread exits here" if stmt.lstrip().startswith("pthread_exit")
@@ -480,29 +493,31 @@ class Judge:
         if not cq and c is not None:
             what = "that %s() returned with its CQ (the value is dropped) " % c.name
         severity, where = self.at_process_end(px, where)
-        if severity == "warning" and not self.acks_cq_after(pg):
-            # Completion events are often acked in a batch elsewhere (a count kept for the
-            # CQ): a path owes its ack only in a function that acks them itself.
+        if severity == "warning" and not self.acks_cq_after(pg, px):
+            # Completion events are often acked in a batch elsewhere, or here under a count
+            # (`if (n > 0) ibv_ack_cq_events(cq, n)`): a path owes its ack only in a function
+            # that acks them itself, and only when it leaves before reaching any of its acks.
             return
         self.add(Finding("cq-never-acked", px.file, px.line, px.col,
                          "the completion event %sgot at line %d is not acked on this path (%s):"
                          " ibv_destroy_cq of its CQ would wait forever" % (what, pg.line, where),
                          severity))
 
-    def acks_cq_after(self, pg):
-        """Whether the function of a CQ get acks completion events itself, after the get."""
+    def acks_cq_after(self, pg, px):
+        """Whether the function of a CQ get acks completion events itself after the get, and
+        the exit at px comes before every such ack (in the text: a path that went by an ack
+        under a condition, a batch's count, is not taken for one that skips it)."""
         fn = self.facts.by_file.get(pg.file, {}).get(pg.fn)
         if fn is None:
             return False
+        acks = []
         for c in fn.calls:
             if (c.line, c.col) <= (pg.line, pg.col):
                 continue
-            if c.name in api.CQ_ACK:
-                return True
             s = self.summaries.for_name(c.name, c.file)
-            if s is not None and s.props["ack_cq"]:
-                return True
-        return False
+            if c.name in api.CQ_ACK or (s is not None and s.props["ack_cq"]):
+                acks.append((c.line, c.col))
+        return bool(acks) and all((px.line, px.col) < a for a in acks)
 
     def _cq_held_at_destroy(self, rec):
         pg, pd = Pos(rec["get"]), Pos(rec["call"])
@@ -558,12 +573,27 @@ class Judge:
     def _cq_wrong(self, rec):
         pg, pa = Pos(rec["get"]), Pos(rec["ack"])
         cq, other = ctext.norm(rec["cq"]), ctext.norm(rec["other"])
-        if cq == other:
+        if cq == other or self.compares(pg, cq, other):
             return
+        c = self.call_at(pg)
+        if c is not None and c.name in api.CQ_GET and c.args and c.args[0] == other + "_channel":
+            return  # a cm_id's recv_cq_channel carries its recv_cq only (librdmacm's pairing)
         self.add(Finding("cq-ack-wrong-cq", pa.file, pa.line, pa.col,
                          "acks `%s`, but the completion event got at line %d is `%s`'s and the "
                          "two are never compared: on a channel with several CQs this acks the "
                          "wrong one, and both destroys then wait forever" % (other, pg.line, cq)))
+
+    def compares(self, pos, a, b):
+        """Whether the function at pos compares `a` with `b` (== or !=) anywhere."""
+        fn = self.facts.by_file.get(pos.file, {}).get(pos.fn)
+        if fn is None:
+            return False
+        src = self.src(pos.file)
+        body = re.sub(r"\s+", "", src.masked[src.offset(fn.line, 0): src.offset(fn.end + 1, 0)])
+        for x, y in ((a, b), (b, a)):
+            if re.search(re.escape(x) + r"[!=]=" + re.escape(y) + r"(?![\w\[.>])", body):
+                return True
+        return False
 
     # --- async events ---------------------------------------------------------------------
 
@@ -574,7 +604,7 @@ class Judge:
             return
         stmt = self.src(px.file).statement_at(px.line, px.col)
         m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if m and ctext.mentions(ctext.norm(m.group(1)), ev):
+        if m and ctext.hands_over(ctext.norm(m.group(1)), ev):
             return
         if not self.is_local(pg, ev):
             return  # kept in memory that outlives the function (a field, a global)
@@ -661,6 +691,46 @@ class Judge:
 
     def _use_after_destroy_channel(self, rec):
         self._after_destroy(rec, "use-after-destroy-channel", "event channel")
+
+    def destroyed_before(self, pos, obj):
+        """Whether the function at pos calls a destroy of `obj` before pos (a reject of an id
+        already destroyed is use-after-destroy-id's business, not a leak)."""
+        fn = self.facts.by_file.get(pos.file, {}).get(pos.fn)
+        if fn is None:
+            return False
+        for c in fn.calls:
+            if (c.line, c.col) >= (pos.line, pos.col) or obj not in c.args:
+                continue
+            j = c.args.index(obj)
+            if c.name in api.CM_DESTROY["id"] and j == 0:
+                return True
+            s = self.summaries.for_name(c.name, c.file)
+            if s is not None and j in s.props["destroy_id"]:
+                return True
+        return False
+
+    def _rejected_not_destroyed(self, rec):
+        pr, px = Pos(rec["reject"]), Pos(rec["exit"])
+        obj = ctext.norm(rec["obj"])
+        # The id must be lost when the function returns: a local name, or the id of a local
+        # event (once acked, nothing else holds it); a parameter is still the caller's.
+        base = obj[:-len("->id")] if obj.endswith("->id") else obj
+        if not self.is_local(pr, base) or self.destroyed_before(pr, obj):
+            return
+        stmt = self.src(px.file).statement_at(px.line, px.col)
+        m = re.match(r"\s*return\b(.*)", stmt, re.S)
+        if m and (ctext.hands_over(ctext.norm(m.group(1)), obj) or
+                  ctext.hands_over(ctext.norm(m.group(1)), base)):
+            return
+        where = "returns here" if m else (
+            "the thread exits here" if stmt.lstrip().startswith("pthread_exit")
+            else "reaches the end of %s()" % px.fn)
+        severity, where = self.at_process_end(px, where)
+        c = self.call_at(pr)
+        self.add(Finding("rejected-id-never-destroyed", px.file, px.line, px.col,
+                         "`%s`, rejected by %s() at line %d, is never destroyed on this path "
+                         "(%s): it keeps a kernel cm_id until the process exits" % (
+                             obj, c.name if c else "rdma_reject", pr.line, where), severity))
 
     def _held_at_call(self, rec):
         self._held(rec)

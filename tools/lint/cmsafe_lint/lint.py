@@ -105,11 +105,18 @@ def _acks_of(fam, p, sums, file):
     return alts[0] if len(alts) == 1 else "\\( " + " \\| ".join(alts) + " \\)"
 
 
-def unparsed_functions(fx, files, sources):
-    """Notes for functions that name an event call but that spatch could not parse (no rule
-    saw them): found by a plain scan for top-level definitions."""
+def unparsed_functions(fx, sums, files, sources):
+    """Notes for functions that name an event call, an event type or a helper of the rules but
+    that spatch could not parse (no rule saw them): found by a plain scan for top-level
+    definitions."""
     notes = []
-    wanted = re.compile(r"\b(" + "|".join(map(re.escape, api.family_calls())) + r")\s*\(")
+    names = set(api.EVENT_CALLS)
+    for fn, s in sums.of.items():
+        if any(s.props[p] for p in ("ack_cm", "ack_cq", "ack_as", "get_cm_out", "get_cq_out",
+                                    "get_as_out")) or s.ret_cm or s.ret_cq or s.ret_as:
+            names.add(fn.name)
+    wanted = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\s*\(|"
+                        r"\bstruct\s+(rdma_cm_event|ibv_async_event)\b")
     for f in files:
         src = sources[f]
         parsed = {fn.name for fn in fx.by_file.get(f, {}).values()}
@@ -188,7 +195,7 @@ def run(paths, macros=None):
                 out.write(rules)
             for rec in spatch.run(cocci, group, "@C", extra=extra):
                 judge.judge(rec)
-    notes = unparsed_functions(fx, files, sources)
+    notes = unparsed_functions(fx, sums, files, sources)
     found = list(judge.findings.values()) + notes
     found.sort(key=lambda x: (x.file, x.line, x.col, x.kind))
     return files, found

@@ -10,8 +10,13 @@ start, and a helper that acks only on its error path must not start them.
 """
 
 import re
+from collections import namedtuple
 
 from . import api, ctext
+
+# Where a property comes from: the library call (file, line, col, its name) and the call sites
+# (file, line, col) the way down to it from the function summarized (`via`, outermost first).
+Place = namedtuple("Place", "file line col name via")
 
 # Per-parameter properties.
 PROPS = (
@@ -22,6 +27,7 @@ PROPS = (
     "destroy_id", "destroy_migrate", "destroy_channel", "destroy_qp",  # CM calls that wait
     "destroy_id_ev", "destroy_migrate_ev", "destroy_qp_ev",  # the same on param->id (an event)
     "destroy_cq", "destroy_verbs",
+    "reject",  # rejects this id (a connection request's)
     "call_param",  # calls this parameter (a function pointer): {i: [(callee arg, own param)]}
 )
 
@@ -48,6 +54,8 @@ for _n, _i in api.AS_GET.items():
 for _kind, _table in api.CM_DESTROY.items():
     for _n, _i in _table.items():
         _API.setdefault(_n, {}).setdefault("destroy_" + _kind, {})[_i] = {(_n, None)}
+for _n, _i in api.CM_REJECT.items():
+    _api(_n, reject=[_i])
 for _n, _i in api.CQ_DESTROY.items():
     _API.setdefault(_n, {}).setdefault("destroy_cq", {})[_i] = {(_n, None)}
 for _n, _i in api.VERBS_DESTROY.items():
@@ -86,6 +94,16 @@ class Summary:
         before = len(table[i])
         table[i] |= places
         return len(table[i]) != before
+
+
+def _through(call, callee_summary, places):
+    """A callee's places seen from a call: the call itself for a library call, else the
+    callee's places one call site further down."""
+    if callee_summary is None:
+        return {Place(call.file, call.line, call.col, call.name, ())}
+    hop = (call.file, call.line, call.col)
+    return {Place(p.file, p.line, p.col, p.name, (hop,) + p.via)
+            for p in places if isinstance(p, Place)}
 
 
 def _callee(facts, call):
@@ -179,10 +197,7 @@ class Summaries:
                         if p == "call_param":
                             continue
                         if j in props.get(p, {}):
-                            places = props[p][j]
-                            if cs is None:  # a library call: the place is this call
-                                places = {(c.file, c.line, c.col, c.name)}
-                            changed |= s.add(p, i, places)
+                            changed |= s.add(p, i, _through(c, cs, props[p][j]))
                     if unknown and not is_library(c.name) or (
                             unknown and c.name.startswith("pthread_")):
                         changed |= s.add("keeps", i, set())
@@ -190,10 +205,7 @@ class Summaries:
                     i = fn.param_index(a[:-4])
                     for p in ("destroy_id", "destroy_migrate", "destroy_qp"):
                         if j in props.get(p, {}):
-                            places = props[p][j]
-                            if cs is None:
-                                places = {(c.file, c.line, c.col, c.name)}
-                            changed |= s.add(p + "_ev", i, places)
+                            changed |= s.add(p + "_ev", i, _through(c, cs, props[p][j]))
             # Higher order: a function of ours passed to a callee that calls that parameter.
             if cs is not None:
                 for j, a in enumerate(c.args):
@@ -209,7 +221,7 @@ class Summaries:
                             continue
                         for p in PROPS:
                             if p != "call_param" and h_arg in hs.props[p]:
-                                changed |= s.add(p, i, hs.props[p][h_arg])
+                                changed |= s.add(p, i, _through(c, hs, hs.props[p][h_arg]))
         # Out parameters filled with an event got here: `*out = ev`.
         for family, prop in (("cm", "get_cm_out"), ("cq", "get_cq_out"), ("as", "get_as_out")):
             got = None
@@ -219,7 +231,7 @@ class Summaries:
                         got = self.got_locals(fn, family)
                     if rhs in got:
                         changed |= s.add(prop, fn.param_index(lhs[1:]),
-                                         {(fn.file, line, 0, "*" + lhs[1:])})
+                                         {Place(fn.file, line, 0, "*" + lhs[1:], ())})
         # Stored (in a field, an array, through a pointer) or returned parameters are kept; a
         # plain name given a parameter is only another name for it.
         for lhs, rhs, _ in fn.assigns:

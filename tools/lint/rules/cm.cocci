@@ -61,6 +61,7 @@ emit("use-after-ack", ev=E, ack=pa, use=pu)
 @uaa_copy exists@
 expression E, P, _E1;
 identifier _fld, _g;
+type _T;
 position pc, pa, pu;
 statement _S;
 symbol true;
@@ -96,6 +97,8 @@ P@pu->_fld
 P@pu[...]
 |
 _g(..., P@pu, ...)
+|
+_g(..., (_T)P@pu, ...)
 )
 
 @script:python@
@@ -453,3 +456,36 @@ C@pu->_fld
 C << uadc.C; pd << uadc.pd; pu << uadc.pu;
 @@
 emit("use-after-destroy-channel", obj=C, destroy=pd, use=pu)
+
+// ---- a connection request's id rejected and never destroyed (the preload's
+// rejected-id-never-destroyed): each keeps a kernel cm_id until the process exits ------------
+
+@rej exists@
+expression X, _E1, _l;
+position pr, px;
+statement _S;
+symbol true;
+identifier unkf : script:python() { unknown(unkf) };
+{{META}}
+@@
+{{REJECT(X,pr)}}
+... when any
+    when != {{DESTROY_ID_PLAIN(X)}}
+    when != X = _E1
+    when != &X
+    when != _l = X
+    when != unkf(..., X, ...)
+    when != {{PROCESS_EXIT}}
+    when != while (1) _S
+    when != for (;;) _S
+    when != while (true) _S
+(
+return@px ...;
+|
+pthread_exit@px(...);
+)
+
+@script:python@
+X << rej.X; pr << rej.pr; px << rej.px;
+@@
+emit("rejected-not-destroyed", obj=X, reject=pr, exit=px)
