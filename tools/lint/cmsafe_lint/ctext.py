@@ -246,6 +246,34 @@ class Source:
             i -= 1
         return None
 
+    def flag_guard_of(self, line, col):
+        """When the statement at (line, col) is the body of `if (!flag)` (or `flag == 0`,
+        `!*flag`, `!p->flag`): a flag the program keeps to say whether it acked. The flag's
+        text, else None."""
+        m = self.masked
+        i = self.offset(line, col)
+        # back over blanks and an opening brace to the `)` of the if's condition
+        j = i - 1
+        while j >= 0 and (m[j].isspace() or m[j] == "{"):
+            j -= 1
+        if j < 0 or m[j] != ")":
+            return None
+        depth = 0
+        k = j
+        while k >= 0:
+            if m[k] == ")":
+                depth += 1
+            elif m[k] == "(":
+                depth -= 1
+                if depth == 0:
+                    break
+            k -= 1
+        if k < 0 or not re.search(r"\bif\s*$", m[:k]):
+            return None
+        cond = re.sub(r"\s+", "", m[k + 1:j])
+        g = re.fullmatch(r"!([\w*>.\-]+)|([\w*>.\-]+)==(0|false)", cond)
+        return (g.group(1) or g.group(2)) if g else None
+
     # --- event types by place ---------------------------------------------------------------
 
     def event_types_at(self, line, col):

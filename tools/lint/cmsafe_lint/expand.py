@@ -129,7 +129,11 @@ class Expander:
 
     def REJECT(self, x, pos=None):
         alts = [self.call(n, 3, i, x, pos) for n, i in sorted(api.CM_REJECT.items())]
-        return self.disj(alts + self.helper_calls("reject", x, pos))
+        for fn, s in self.helpers:
+            for i in sorted(s.props["reject"]):
+                if i not in s.props["destroy_id"]:  # one that also destroys leaks nothing
+                    alts.append(self.call(fn.name, len(fn.params), i, x, pos))
+        return self.disj(alts)
 
     def MIGRATE(self, x, pos=None):
         return self._destroys("migrate", x, pos)

@@ -55,6 +55,7 @@ class Judge:
         self.findings = {}
         self._handler_types = {}
         self._judged_with_get = set()
+        self._unkept_rejects = set()  # (place, id) of rejects some path reaches unstored
 
     # --- reading the source --------------------------------------------------------------
 
@@ -183,6 +184,21 @@ class Judge:
             return "note", "main returns: the process ends here"
         return "warning", where
 
+    def flag_guarded_acks(self, pos, ev):
+        """The places of the acks of `ev` in the function at pos that run only under
+        `if (!acked)`: the program records its acks in a flag, which no path of the flow
+        graph follows."""
+        fn = self.facts.by_file.get(pos.file, {}).get(pos.fn)
+        if fn is None:
+            return []
+        src = self.src(pos.file)
+        out = []
+        for c in fn.calls:
+            if c.name in api.CM_ACK and c.args and c.args[0] == ev and \
+                    src.flag_guard_of(c.line, c.col) is not None:
+                out.append((c.line, c.col))
+        return out
+
     def add(self, f):
         """Keeps one finding per line and kind: the first (rules come best-informed first:
         with the get in view before without), at its leftmost column."""
@@ -251,6 +267,8 @@ class Judge:
     def _double_ack(self, rec):
         p1, p2 = Pos(rec["first"]), Pos(rec["second"])
         ev = ctext.norm(rec["ev"])
+        if (p2.line, p2.col) in self.flag_guarded_acks(p2, ev):
+            return  # `if (!acked) ack`: the flag says whether it was acked already
         self.add(Finding("double-ack", p2.file, p2.line, p2.col,
                          "`%s` acked again: %s(%s) at line %d already acked it (librdmacm "
                          "freed it there)" % (ev, self._ack_name(p1), ev, p1.line)))
@@ -276,6 +294,8 @@ class Judge:
         ev = ctext.norm(rec["ev"])
         if not self.use_is_real(Pos(rec["use"]), ev):
             return
+        if any((pg.line, pg.col) < a < (px.line, px.col) for a in self.flag_guarded_acks(pg, ev)):
+            return  # the path went by an ack the program guards with its own flag
         src = self.src(px.file)
         stmt = src.statement_at(px.line, px.col)
         m = re.match(r"\s*return\b(.*)", stmt, re.S)
@@ -297,8 +317,11 @@ class Judge:
     def _never_acked_loop(self, rec):
         pg, again = Pos(rec["get"]), Pos(rec["again"])
         ev = ctext.norm(rec["ev"])
-        if not self.use_is_real(Pos(rec["use"]), ev):
+        pu = Pos(rec["use"])
+        if not self.use_is_real(pu, ev):
             return
+        if any(a > (pu.line, pu.col) for a in self.flag_guarded_acks(pg, ev)):
+            return  # round the loop by an ack the program guards with its own flag
         if pg.key == again.key:
             first = "got here"
         else:
@@ -709,13 +732,17 @@ class Judge:
                 return True
         return False
 
+    def _reject_unkept(self, rec):
+        self._unkept_rejects.add((Pos(rec["reject"]).key, ctext.norm(rec["obj"])))
+
     def _rejected_not_destroyed(self, rec):
         pr, px = Pos(rec["reject"]), Pos(rec["exit"])
         obj = ctext.norm(rec["obj"])
         # The id must be lost when the function returns: a local name, or the id of a local
         # event (once acked, nothing else holds it); a parameter is still the caller's.
         base = obj[:-len("->id")] if obj.endswith("->id") else obj
-        if not self.is_local(pr, base) or self.destroyed_before(pr, obj):
+        if not self.is_local(pr, base) or self.destroyed_before(pr, obj) or \
+                (pr.key, obj) not in self._unkept_rejects:
             return
         stmt = self.src(px.file).statement_at(px.line, px.col)
         m = re.match(r"\s*return\b(.*)", stmt, re.S)

@@ -460,6 +460,25 @@ emit("use-after-destroy-channel", obj=C, destroy=pd, use=pu)
 // ---- a connection request's id rejected and never destroyed (the preload's
 // rejected-id-never-destroyed): each keeps a kernel cm_id until the process exits ------------
 
+// Rejects that some path reaches without storing the id first (one stored in memory, say
+// `ep->tgt_id = id`, is destroyed by whoever holds it there): judge.py keeps only these.
+@rej_unkept exists@
+identifier fn;
+expression X, _l;
+position pr;
+{{META}}
+@@
+fn(...) {
+... when != _l = X
+{{REJECT(X,pr)}}
+... when any
+}
+
+@script:python@
+X << rej_unkept.X; pr << rej_unkept.pr;
+@@
+emit("reject-unkept", obj=X, reject=pr)
+
 @rej exists@
 expression X, _E1, _l;
 position pr, px;

@@ -70,3 +70,47 @@ struct rdma_cm_id *reject_kept(struct rdma_event_channel *ch, int destroy)
     }
     return id;
 }
+
+/* Rejected by a helper that destroys it too (rdma-core 44's cmtime, cma_handler), or kept in
+ * memory before the reject (libfabric 1.17's XRC reciprocal request, ep->tgt_id). */
+static void refuse(struct rdma_cm_id *id)
+{
+    rdma_reject(id, NULL, 0);
+    rdma_destroy_id(id);
+}
+
+struct ep {
+    struct rdma_cm_id *tgt_id;
+};
+
+int reject_handled(struct rdma_event_channel *ch, struct ep *ep, int migrate_fails)
+{
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev))
+        return -1;
+    struct rdma_cm_id *id = ev->id;
+    rdma_ack_cm_event(ev);
+    if (!ep) {
+        refuse(id);
+        return 0;
+    }
+    ep->tgt_id = id;
+    if (migrate_fails)
+        rdma_reject(id, NULL, 0);
+    return 0;
+}
+
+/* Stored on the success path only: the early failure's reject leaks it (tgt 1.0.85's
+ * iser_cm_connect_request). */
+void on_request(struct rdma_cm_event *ev, struct ep *ep, int fail)
+{
+    struct rdma_cm_id *cm_id = ev->id;
+    if (fail)
+        goto reject;
+    ep->tgt_id = cm_id;
+    if (rdma_accept(cm_id, NULL))
+        goto reject;
+    return;
+reject:
+    rdma_reject(cm_id, NULL, 0);
+} /* expect: rejected-id-never-destroyed */

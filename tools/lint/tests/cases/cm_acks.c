@@ -54,3 +54,31 @@ int heap_acked(struct rdma_event_channel *ch)
     rdma_ack_cm_event(ev);
     return rdma_ack_cm_event(mine); /* expect: foreign-ack */
 }
+
+/* The program keeps its own flag of whether a handler acked (SPDK's nvmf_process_cm_event,
+ * libfabric's vrb_eq_cm_process_event): the flow graph does not follow the flag. */
+static void removal(struct rdma_cm_event *event)
+{
+    rdma_ack_cm_event(event);
+}
+
+void flagged(struct rdma_event_channel *ch)
+{
+    struct rdma_cm_event *event;
+    int acked;
+    while (1) {
+        acked = 0;
+        if (rdma_get_cm_event(ch, &event))
+            break;
+        switch (event->event) {
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            removal(event);
+            acked = 1;
+            break;
+        default:
+            break;
+        }
+        if (!acked)
+            rdma_ack_cm_event(event);
+    }
+}
