@@ -83,7 +83,7 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
 # two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, lint rules
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -216,6 +216,31 @@ host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_PLUGINS) $(HOST_OBJECTS) ## 
 
 host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host
+
+# cmsafe-lint and cmsafe-migrate (tools/lint, docs/lint.md): static checks of the event
+# lifecycle as Coccinelle semantic patches, and the port of raw librdmacm code onto the API.
+# lint-check (in make check): the rules on their cases (tools/lint/tests/cases), the recall set
+# (every misuse program of c-tests/ at its line), the commands' output and statuses; spatch on
+# the host, no guest, about 40 seconds. lint-field: the same on others' code (Debian 12's
+# sources, fetched under target/lint-field by tools/lint/field/fetch-sources), every finding
+# matched with a person's verdict (tools/lint/field/verdicts.txt), written to
+# bench/results/lint.md; a finding nobody read fails it. migrate-test (in make test): the ports
+# of rdma-core's examples built against the installed library and run in one guest.
+.PHONY: lint-deps lint-check lint-field migrate-test
+lint-deps: ## dev: install what cmsafe-lint runs on (scripts/setup-deps --build --lint)
+	@scripts/setup-deps --build --lint
+
+lint-check: lint-deps ## test: cmsafe-lint's rules, the c-tests recall set and its command line
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tools/lint/tests
+
+lint-field: lint-deps ## bench: cmsafe-lint on Debian's sources of RDMA programs: bench/results/lint.md
+	@mkdir -p bench/results
+	tools/lint/field/fetch-sources target/lint-field/src
+	PYTHONDONTWRITEBYTECODE=1 python3 tools/lint/field/field.py --src target/lint-field/src \
+	  --verdicts tools/lint/field/verdicts.txt --out bench/results/lint.md
+
+migrate-test: deps lint-deps build ## test: cmsafe-migrate's ports of rdma-core's examples, installed, on the real stack
+	tools/lint/migrate/migrate-test
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
 	@mkdir -p $(CTESTS)
@@ -414,7 +439,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
@@ -462,6 +487,15 @@ AUDIT_CMD   ?= bin/cmsafe-audit
 # The converter of its reports to a timeline (cmsafe-audit --timeline runs it from beside
 # itself), installed as $(BINDIR)/cmsafe-timeline:
 TIMELINE_CMD ?= bin/cmsafe-timeline
+# cmsafe-lint and cmsafe-migrate (docs/lint.md): the commands in $(BINDIR), their Python
+# package and Coccinelle rules in $(LINT_SHARE), whose place the installed commands are given.
+LINT_SHARE      := $(PREFIX)/share/cmsafe/lint
+LINT_CMDS       := bin/cmsafe-lint bin/cmsafe-migrate
+LINT_PACKAGE    := $(wildcard tools/lint/cmsafe_lint/*.py)
+LINT_RULES      := $(wildcard tools/lint/rules/*.cocci)
+installed_lint  := $(addprefix $(BINDIR)/,$(notdir $(LINT_CMDS))) \
+  $(addprefix $(LINT_SHARE)/cmsafe_lint/,$(notdir $(LINT_PACKAGE))) \
+  $(addprefix $(LINT_SHARE)/rules/,$(notdir $(LINT_RULES)))
 
 .PHONY: install uninstall abi-check header-compile-check man-check version-check install-check
 
@@ -497,13 +531,23 @@ install: $(LIBOUT)/libcmsafe.so ## use: install into PREFIX (/usr/local); LIBDIR
 	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
 	if [ -f "$(TIMELINE_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
 	  $(INSTALL) -m 0755 "$(TIMELINE_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules
+	$(INSTALL) -m 0644 $(LINT_PACKAGE) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint/
+	$(INSTALL) -m 0644 $(LINT_RULES) $(DESTDIR)$(LINT_SHARE)/rules/
+	set -e; for c in $(LINT_CMDS); do \
+	  sed 's|^SHARE = None .*|SHARE = "$(LINT_SHARE)"|' $$c >$(DESTDIR)$(BINDIR)/$$(basename $$c); \
+	  chmod 0755 $(DESTDIR)$(BINDIR)/$$(basename $$c); \
+	done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
 uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
-	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
+	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline \
+	  $(installed_lint))
+	-rmdir $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules $(DESTDIR)$(LINT_SHARE) \
+	  $(DESTDIR)$(PREFIX)/share/cmsafe 2>/dev/null
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check

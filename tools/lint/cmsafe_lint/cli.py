@@ -73,3 +73,72 @@ def run():
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+MIGRATE = "cmsafe-migrate"
+
+MIGRATE_DESCRIPTION = """\
+Rewrites C files' rdma_get_cm_event / rdma_ack_cm_event handling onto cmsafe's API
+(cmsafe_get_event, cmsafe_event_cm, cmsafe_event_release) and prints the change as a unified
+diff for review (patch -p1 applies it), or writes it with --in-place. An event variable it
+cannot port safely keeps librdmacm's calls, with a comment above its get saying why; what it
+did to each is said on standard error. --compat instead keeps every call and includes
+cmsafe_compat.h (safe mode from source)."""
+
+MIGRATE_EPILOG = """\
+exit status: 0, 2 usage error or a file that cannot be read or written, 3 spatch failed.
+Man page: cmsafe-migrate(1)."""
+
+
+def migrate_main(argv):
+    from . import migrate
+
+    class Parser(_Parser):
+        def error(self, message):
+            sys.stderr.write("%s: %s\n" % (MIGRATE, message))
+            sys.stderr.write("usage: %s [--compat] [--in-place] [--macros FILE] FILE...\n"
+                             % MIGRATE)
+            sys.exit(2)
+
+    ap = Parser(prog=MIGRATE, description=MIGRATE_DESCRIPTION, epilog=MIGRATE_EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compat", action="store_true",
+                    help="keep librdmacm's calls; include cmsafe_compat.h")
+    ap.add_argument("--in-place", action="store_true", help="write the files instead")
+    ap.add_argument("--macros", metavar="FILE", help="#defines for the project's own macros")
+    ap.add_argument("files", nargs="+", metavar="FILE")
+    args = ap.parse_args(argv)
+    for path in args.files:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                before = f.read()
+            after, notes = migrate.migrate(path, compat=args.compat, macros=args.macros)
+        except OSError as e:
+            sys.stderr.write("%s: %s: %s\n" % (MIGRATE, escape(path), e.strerror or e))
+            return 2
+        except spatch.SpatchError as e:
+            sys.stderr.write("%s: %s: %s\n" % (MIGRATE, escape(path), escape(str(e))))
+            return 3
+        for note in notes:
+            sys.stderr.write("%s: %s: %s\n" % (MIGRATE, escape(path), escape(note)))
+        if after == before:
+            continue
+        if args.in_place:
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(after)
+            except OSError as e:
+                sys.stderr.write("%s: %s: %s\n" % (MIGRATE, escape(path), e.strerror))
+                return 2
+        else:
+            sys.stdout.write(migrate.unified(path, before, after))
+    sys.stdout.flush()
+    return 0
+
+
+def run_migrate():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        sys.exit(migrate_main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)

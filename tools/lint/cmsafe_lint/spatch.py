@@ -39,12 +39,9 @@ def run(cocci_file, files, prefix, extra=()):
         return []
     cmd = [spatch_path(), *BASE_OPTIONS, "--timeout", str(TIMEOUT_PER_FILE), *extra,
            "--sp-file", cocci_file, *files]
-    env = dict(os.environ)
-    # spatch writes its caches and temporary files beside its input unless told otherwise.
-    env.setdefault("TMPDIR", os.environ.get("TMPDIR", "/tmp"))
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              errors="replace", env=env, stdin=subprocess.DEVNULL,
+                              errors="replace", stdin=subprocess.DEVNULL,
                               timeout=TIMEOUT_PER_FILE * max(1, len(files)) + 60)
     except subprocess.TimeoutExpired:
         raise SpatchError("spatch did not finish within its time limit") from None
@@ -62,3 +59,22 @@ def run(cocci_file, files, prefix, extra=()):
         raise SpatchError("spatch failed (exit status %d)%s" % (
             proc.returncode, ": " + " / ".join(last) if last else ""))
     return out
+
+
+def patch(cocci_file, path, out, extra=()):
+    """Applies a semantic patch to `path`, writing the result to `out` (left absent when the
+    patch changes nothing)."""
+    cmd = [spatch_path(), "--no-includes", "--very-quiet", "--timeout", str(TIMEOUT_PER_FILE),
+           *extra, "--sp-file", cocci_file, path, "-o", out]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              errors="replace", stdin=subprocess.DEVNULL,
+                              timeout=TIMEOUT_PER_FILE + 60)
+    except subprocess.TimeoutExpired:
+        raise SpatchError("spatch did not finish within its time limit") from None
+    except OSError as e:
+        raise SpatchError("cannot run spatch: %s" % e.strerror) from None
+    if proc.returncode != 0:
+        last = [l for l in proc.stderr.splitlines() if l.strip()][-3:]
+        raise SpatchError("spatch failed (exit status %d)%s" % (
+            proc.returncode, ": " + " / ".join(last) if last else ""))
