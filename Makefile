@@ -239,7 +239,7 @@ lint-field: lint-deps ## bench: cmsafe-lint on Debian's sources of RDMA programs
 	PYTHONDONTWRITEBYTECODE=1 python3 tools/lint/field/field.py --src target/lint-field/src \
 	  --verdicts tools/lint/field/verdicts.txt --out bench/results/lint.md
 
-migrate-test: deps lint-deps build ## test: cmsafe-migrate's ports of rdma-core's examples, installed, on the real stack
+migrate-test: deps lint-deps build preload ## test: cmsafe-migrate's ports of rdma-core's examples, installed, on the real stack
 	tools/lint/migrate/migrate-test
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build

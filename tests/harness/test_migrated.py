@@ -3,7 +3,8 @@
 tests/harness/data/migrated holds a Soft-RoCE guest's `scripts/migrate-in-guest` (in make
 migrate-test): rping, cmatose, udaddy and rdma_server/rdma_client as rdma-core 44 has them and
 as cmsafe-migrate ports them, and ack_then_read, all built with AddressSanitizer (the work
-tree's path in them written <repo>). In that run every rping side ended in rping's own teardown
+tree's path in them written <repo>), and Debian's ucmatose server refusing a second connection
+under cmsafe-audit (ucmatose_reject). In that run every rping side ended in rping's own teardown
 race (status 255 after "rdma_get_cm_event: Bad file descriptor"), in both builds.
 """
 
@@ -94,6 +95,17 @@ class MigratedTest(unittest.TestCase):
                           "freed (exit 0)"])
         self.assertEqual(migrated.check_ack_then_read("port", 1, ["token: \x01"], []),
                          ["the port: exit 1, read 'token: \\x01'"])
+
+
+class RejectedSeenTest(unittest.TestCase):
+    def test_the_recorded_server_names_it(self):
+        self.assertEqual(migrated.check_rejected_seen(lines("ucmatose_reject.server.err")), [])
+
+    def test_a_server_that_names_nothing_fails(self):
+        err = [l for l in lines("ucmatose_reject.server.err")
+               if not l.startswith("==cmsafe== rejected-id-never-destroyed")]
+        self.assertEqual(migrated.check_rejected_seen(err),
+                         ["the server's preload said no rejected-id-never-destroyed"])
 
 
 if __name__ == "__main__":

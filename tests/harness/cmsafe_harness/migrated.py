@@ -17,6 +17,12 @@ ack_then_read acks a CONNECT_REQUEST and then reads its private data. Held: the 
 caught by AddressSanitizer (a heap-use-after-free of a block rdma_ack_cm_event freed), and the
 port reads the token sent, exit 0, with no sanitizer report: cmsafe's copy is kept for the read.
 
+One of cmsafe-lint's findings in others' code is run too, to see what the preload says of it:
+cmatose's connect_handler rejects a request beyond its -c connections and never destroys the
+request's id (cmsafe-lint: rejected-id-never-destroyed, cmatose.c:460). Debian's ucmatose
+server with -c 1 under cmsafe-audit, CMSAFE_REJECTED_IDS=1, and a client asking for 2
+connections: the preload must name it (==cmsafe== rejected-id-never-destroyed).
+
 Prints "ok"/"FAIL"/"skip" lines and "migrate-in-guest: N passed, N failed, N apart".
 """
 
@@ -191,6 +197,34 @@ def run_ack_then_read(t: Tally, g: guest_mod.Guest, d: str, logs: str) -> None:
                       "clean" % TOKEN, [("stderr", r.err)])
 
 
+def check_rejected_seen(err: Sequence[str]) -> list[str]:
+    """The preload names the rejected id cmatose never destroys."""
+    if any(l.startswith("==cmsafe== rejected-id-never-destroyed: ") for l in err):
+        return []
+    return ["the server's preload said no rejected-id-never-destroyed"]
+
+
+def run_rejected_seen(t: Tally, g: guest_mod.Guest, root: str, logs: str) -> None:
+    audit = os.path.join(root, "bin", "cmsafe-audit")
+    base = os.path.join(logs, "ucmatose_reject")
+    env = proc.environment({"LD_PRELOAD": None, "CMSAFE_MODE": None, "CMSAFE_REPORT": None,
+                            "CMSAFE_REJECTED_IDS": "1"})
+    server = proc.Background([audit, "--", "ucmatose", "-b", g.addr, "-c", "1"],
+                             base + ".server", env)
+    deadline = time.monotonic() + SERVER_START * g.time_scale
+    while not real.listening("cm:ucmatose:%s:7471" % g.addr, base + ".server.out") and \
+            server.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.run(["ucmatose", "-s", g.addr, "-c", "2"], base + ".client",
+             env=proc.environment({"LD_PRELOAD": None}), timeout=CLIENT_TIMEOUT * g.time_scale)
+    if server.wait(SERVER_EXIT * g.time_scale) is None:
+        server.stop()
+    for x in check_rejected_seen(server.err()):
+        t.problem(x)
+    t.verdict("cmsafe-lint's cmatose.c:460 run: the preload names rejected-id-never-destroyed",
+              [("server stderr", server.err())])
+
+
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         guest_mod.die(PROG, "usage: migrate-in-guest [DIR]")
@@ -205,4 +239,5 @@ def main(argv: list[str]) -> int:
     for case in CASES:
         run_pair(t, g, d, logs, case)
     run_ack_then_read(t, g, d, logs)
+    run_rejected_seen(t, g, root, logs)
     return t.finish()
