@@ -425,8 +425,6 @@ class Judge:
             relation = "listen"
         if kind == "qp" and (types is None or DISCONNECTED not in types):
             return
-        if kind == "channel" and relation not in (None, "channel"):
-            return
         own_thread = ack is not None or pg is None or self.get_origin(pg) == "get"
         name = _DESTROY_KIND[kind][0 if own_thread else 1]
         call = _DESTROY_KIND[kind][2]

@@ -83,17 +83,24 @@ struct ep {
     struct rdma_cm_id *tgt_id;
 };
 
-int reject_handled(struct rdma_event_channel *ch, struct ep *ep, int migrate_fails)
+int reject_refused(struct rdma_event_channel *ch)
 {
     struct rdma_cm_event *ev;
     if (rdma_get_cm_event(ch, &ev))
         return -1;
     struct rdma_cm_id *id = ev->id;
     rdma_ack_cm_event(ev);
-    if (!ep) {
-        refuse(id);
-        return 0;
-    }
+    refuse(id);
+    return 0;
+}
+
+int reject_stored(struct rdma_event_channel *ch, struct ep *ep, int migrate_fails)
+{
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev))
+        return -1;
+    struct rdma_cm_id *id = ev->id;
+    rdma_ack_cm_event(ev);
     ep->tgt_id = id;
     if (migrate_fails)
         rdma_reject(id, NULL, 0);

@@ -154,3 +154,14 @@ int held_global(struct rdma_cm_id *id)
     rdma_destroy_id(id); /* expect: destroy-in-own-handler */
     return rdma_ack_cm_event(global_event);
 }
+
+/* A listen id gets no event but connection requests: a held ESTABLISHED does not hold it. */
+int listener_closed(struct rdma_event_channel *ch, struct rdma_cm_id *lid)
+{
+    struct rdma_cm_event *ev;
+    if (rdma_listen(lid, 8) || rdma_get_cm_event(ch, &ev))
+        return -1;
+    if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+        rdma_destroy_id(lid);
+    return rdma_ack_cm_event(ev);
+}

@@ -138,3 +138,20 @@ int main(int argc, char **argv)
     poll_all(cq);
     return 0; /* expect-note: cq-never-acked */
 }
+
+/* A cm_id's recv_cq_channel carries its recv_cq alone (librdmacm's rsocket, rs_get_cq_event):
+ * acking the id's recv_cq acks the event's CQ. */
+struct cm_id {
+    struct ibv_comp_channel *recv_cq_channel;
+    struct ibv_cq *recv_cq;
+};
+
+void own_channel(struct cm_id *id)
+{
+    struct ibv_cq *cq;
+    void *x;
+    if (ibv_get_cq_event(id->recv_cq_channel, &cq, &x))
+        return;
+    poll_all(cq);
+    ibv_ack_cq_events(id->recv_cq, 1);
+}
