@@ -391,14 +391,12 @@ _EVENT_FIELD = r"[\w\]\[\.\->\s\(\)\*]*?(?:->|\.)\s*event\s*"
 
 
 def _type_regions(m):
-    """(start, end, types) for each case group of a `switch (x->event)` and each branch of
-    an `if (x->event == / != RDMA_CM_EVENT_...)`."""
+    """(start, end, types) for each case group of a switch whose labels are RDMA_CM_EVENT_*
+    (on `ev->event`, or a variable given it) and each branch of an
+    `if (X == / != RDMA_CM_EVENT_...)`."""
     regions = []
     for sw in re.finditer(r"\bswitch\s*\(", m):
         close = _match_close(m, sw.end() - 1)
-        subject = m[sw.end(): close]
-        if not re.fullmatch(_EVENT_FIELD, subject):
-            continue
         brace = m.find("{", close)
         if brace < 0:
             continue
@@ -422,6 +420,8 @@ def _type_regions(m):
                     i += lm.end()
                     continue
             i += 1
+        if not any(re.match(r"RDMA_CM_EVENT_\w+$", name) for _, _, name in labels):
+            continue  # not a switch on a CM event's type
         # Consecutive labels with no code between share the code after the last of them.
         k = 0
         while k < len(labels):
@@ -434,7 +434,8 @@ def _type_regions(m):
             stop = labels[j + 1][0] if j + 1 < len(labels) else end
             regions.append((start, stop, frozenset(names)))
             k = j + 1
-    cond = re.compile(r"\bif\s*\(\s*" + _EVENT_FIELD + r"(==|!=)\s*(RDMA_CM_EVENT_\w+)\s*\)")
+    # The type compared with a constant RDMA_CM_EVENT_* (`ev->event`, or a variable given it).
+    cond = re.compile(r"\bif\s*\(\s*[\w\]\[\.\->\s\(\)\*]*?\s*(==|!=)\s*(RDMA_CM_EVENT_\w+)\s*\)")
     for c in re.finditer(cond, m):
         close = c.end() - 1
         then_end = _statement_end(m, close + 1)

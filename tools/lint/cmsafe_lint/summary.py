@@ -201,8 +201,9 @@ class Summaries:
                     if unknown and not is_library(c.name) or (
                             unknown and c.name.startswith("pthread_")):
                         changed |= s.add("keeps", i, set())
-                if a.endswith("->id") and fn.param_index(a[:-4]) is not None:
-                    i = fn.param_index(a[:-4])
+                if a.endswith("->id") and fn.param_index(a[:-4]) is not None and \
+                        ctext.is_type(fn.param_types[fn.param_index(a[:-4])], CM_EVENT_PTR):
+                    i = fn.param_index(a[:-4])  # the id of the event it is given
                     for p in ("destroy_id", "destroy_migrate", "destroy_qp"):
                         if j in props.get(p, {}):
                             changed |= s.add(p + "_ev", i, _through(c, cs, props[p][j]))
