@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -66,13 +67,22 @@ def main(argv):
     return 1 if warnings else 0
 
 
-def run():
-    # A closed pipe (| head) ends the run quietly, as it does for cat.
+def _guarded(prog, entry):
+    """Runs ENTRY(argv) as the command PROG: a closed pipe (| head) ends it quietly, as it does
+    cat; ^C is status 130; anything unforeseen is one line and status 3, never a traceback."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
-        sys.exit(main(sys.argv[1:]))
+        sys.exit(entry(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as e:  # noqa: BLE001 (the boundary: a one-line error, not a traceback)
+        sys.stderr.write("%s: internal error: %s: %s\n" % (prog, type(e).__name__,
+                                                          escape(str(e))))
+        sys.exit(3)
+
+
+def run():
+    _guarded(PROG, main)
 
 
 MIGRATE = "cmsafe-migrate"
@@ -109,6 +119,11 @@ def migrate_main(argv):
     ap.add_argument("files", nargs="+", metavar="FILE")
     args = ap.parse_args(argv)
     for path in args.files:
+        if not os.path.isfile(path):  # a FIFO or a device would block the read
+            sys.stderr.write("%s: %s: %s\n" % (MIGRATE, escape(path), "not a regular file"
+                                                if os.path.exists(path)
+                                                else "no such file or directory"))
+            return 2
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 before = f.read()
@@ -137,8 +152,4 @@ def migrate_main(argv):
 
 
 def run_migrate():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    try:
-        sys.exit(migrate_main(sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    _guarded(MIGRATE, migrate_main)

@@ -30,6 +30,8 @@ def c_files(paths):
                             out.append(f)
         elif os.path.isfile(p):
             out.append(p)
+        elif os.path.exists(p):
+            raise OSError("%s: not a regular file or a directory" % p)
         else:
             raise OSError("%s: no such file or directory" % p)
     seen, uniq = set(), []

@@ -83,7 +83,7 @@ class Plan:
 def _plans(fx, sums, file, late_reads):
     plans = []
     left = []  # (call, reason) of gets not into a local variable
-    for fn in fx.by_file.get(file, {}).values():
+    for fn in sorted(fx.by_file.get(file, {}).values(), key=lambda f: f.line):
         by_var = {}
         for c in fn.calls:
             if c.name not in api.CM_GET or len(c.args) != 2:
