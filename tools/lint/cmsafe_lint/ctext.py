@@ -173,47 +173,13 @@ class Source:
     def statement_at(self, line, col):
         """The text from (line, col) to the next top-level `;` or `{`: the statement there."""
         start = self.offset(line, col)
-        end = start
-        depth = 0
-        while end < len(self.masked):
-            c = self.masked[end]
-            if c in "([":
-                depth += 1
-            elif c in ")]":
-                depth -= 1
-            elif c in ";{}" and depth <= 0:
-                break
-            end += 1
-        return self.text[start:end]
+        return self.text[start:_statement_edge(self.masked, start, 1)]
 
     def enclosing_statement(self, line, col):
         """The text of the simple statement (or condition) holding (line, col): from the
         `;`, `{` or `}` before it to the `;` or `{` after it, parentheses balanced."""
-        m = self.masked
         off = self.offset(line, col)
-        i = off
-        depth = 0
-        while i > 0:
-            c = m[i - 1]
-            if c in ")]":
-                depth += 1
-            elif c in "([":
-                depth -= 1
-            elif c in ";{}" and depth <= 0:
-                break
-            i -= 1
-        j = off
-        depth = 0
-        while j < len(m):
-            c = m[j]
-            if c in "([":
-                depth += 1
-            elif c in ")]":
-                depth -= 1
-            elif c in ";{}" and depth <= 0:
-                break
-            j += 1
-        return self.text[i:j]
+        return self.text[_statement_edge(self.masked, off, -1): _statement_edge(self.masked, off, 1)]
 
     def failure_branch_of(self, line, col):
         """When the call at (line, col) is the condition of an `if` whose then-branch runs
@@ -295,6 +261,24 @@ class Source:
             self._loops = _loop_bodies(self.masked)
         off = self.offset(line, col)
         return any(start <= off < end for start, end in self._loops)
+
+
+def _statement_edge(m, off, step):
+    """From offset off, going forward (step 1) or back (-1), the offset of the first `;`, `{`
+    or `}` outside parentheses and brackets (going back: just after it)."""
+    opening, closing = ("([", ")]") if step > 0 else (")]", "([")
+    depth = 0
+    i = off if step > 0 else off - 1
+    while 0 <= i < len(m):
+        c = m[i]
+        if c in opening:
+            depth += 1
+        elif c in closing:
+            depth -= 1
+        elif c in ";{}" and depth <= 0:
+            break
+        i += step
+    return i if step > 0 else i + 1
 
 
 def _mask(text):

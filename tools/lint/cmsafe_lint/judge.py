@@ -175,14 +175,20 @@ class Judge:
             return c.args[s.chan]
         return None
 
-    @staticmethod
-    def at_process_end(px, where):
-        """The severity and wording of a never-acked path's end: a return from main() ends
-        the process, where nothing waits for an ack any more (a note, as cmsafe-audit's exit
-        summary counts it); anywhere else the path goes on without the event (a warning)."""
-        if px.fn == "main" and where != "the thread exits here":
+    def path_end(self, px, held=()):
+        """Where a path that owes something ends, for its message: (severity, words), or None
+        when that end hands on one of HELD (`return ev`, `return wrap(ev)`). A return from
+        main() ends the process, where nothing waits any more: a note (cmsafe-audit's exit
+        summary counts the same); any other end is a warning."""
+        stmt = self.src(px.file).statement_at(px.line, px.col)
+        m = re.match(r"\s*return\b(.*)", stmt, re.S)
+        if m and any(h and ctext.hands_over(ctext.norm(m.group(1)), h) for h in held):
+            return None
+        if stmt.lstrip().startswith("pthread_exit"):
+            return "warning", "the thread exits here"
+        if px.fn == "main":
             return "note", "main returns: the process ends here"
-        return "warning", where
+        return "warning", "returns here" if m else "reaches the end of %s()" % px.fn
 
     def flag_guarded_acks(self, pos, ev):
         """The places of the acks of `ev` in the function at pos that run only under
@@ -296,20 +302,12 @@ class Judge:
             return
         if any((pg.line, pg.col) < a < (px.line, px.col) for a in self.flag_guarded_acks(pg, ev)):
             return  # the path went by an ack the program guards with its own flag
-        src = self.src(px.file)
-        stmt = src.statement_at(px.line, px.col)
-        m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if m and ctext.hands_over(ctext.norm(m.group(1)), ev):
-            return  # the event is handed to the caller
         if not self.is_local(pg, ev):
             return  # kept in memory that outlives the function (a field, a global)
-        if stmt.lstrip().startswith("pthread_exit"):
-            where = "the thread exits here"
-        elif m:
-            where = "returns here"
-        else:
-            where = "reaches the end of %s()" % px.fn
-        severity, where = self.at_process_end(px, where)
+        end = self.path_end(px, (ev,))
+        if end is None:
+            return  # the event is handed to the caller
+        severity, where = end
         self.add(Finding("never-acked", px.file, px.line, px.col,
                          "the event `%s` got at line %d is not acked on this path (%s)" % (
                              ev, pg.line, where), severity))
@@ -502,18 +500,14 @@ class Judge:
         cq = ctext.norm(rec["cq"])
         if "use" in rec and not self.use_is_real(Pos(rec["use"]), cq, "cq"):
             return
-        stmt = self.src(px.file).statement_at(px.line, px.col)
-        m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if cq and m and ctext.hands_over(ctext.norm(m.group(1)), cq):
+        end = self.path_end(px, (cq,))
+        if end is None:
             return
-        where = "returns here" if m else (
-            "the thread exits here" if stmt.lstrip().startswith("pthread_exit")
-            else "reaches the end of %s()" % px.fn)
+        severity, where = end
         what = "of `%s` " % cq if cq else ""
         c = self.call_at(pg)
         if not cq and c is not None:
             what = "that %s() returned with its CQ (the value is dropped) " % c.name
-        severity, where = self.at_process_end(px, where)
         if severity == "warning" and not self.acks_cq_after(pg, px):
             # Completion events are often acked in a batch elsewhere, or here under a count
             # (`if (n > 0) ibv_ack_cq_events(cq, n)`): a path owes its ack only in a function
@@ -623,16 +617,12 @@ class Judge:
         ev = ctext.norm(rec["ev"])
         if not self.use_is_real(Pos(rec["use"]), ev, "as"):
             return
-        stmt = self.src(px.file).statement_at(px.line, px.col)
-        m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if m and ctext.hands_over(ctext.norm(m.group(1)), ev):
-            return
         if not self.is_local(pg, ev):
             return  # kept in memory that outlives the function (a field, a global)
-        where = "returns here" if m else (
-            "the thread exits here" if stmt.lstrip().startswith("pthread_exit")
-            else "reaches the end of %s()" % px.fn)
-        severity, where = self.at_process_end(px, where)
+        end = self.path_end(px, (ev,))
+        if end is None:
+            return
+        severity, where = end
         self.add(Finding("async-never-acked", px.file, px.line, px.col,
                          "the async event `%s` got at line %d is not acked on this path (%s): "
                          "the destroy of its object would wait forever" % (ev, pg.line, where),
@@ -663,31 +653,25 @@ class Judge:
                 "ibv_destroy_srq": "srq"}.get(destroy_name)
         return bool(kinds) and kind is not None and kind not in kinds
 
-    def _async_held_at_destroy(self, rec):
-        pg, pd = Pos(rec["get"]), Pos(rec["call"])
-        ev, obj = ctext.norm(rec["ev"]), ctext.norm(rec["obj"])
-        if not self.use_is_real(Pos(rec["use"]), ev, "as"):
-            return
+    def _async_destroy(self, pd, ev, obj, held):
+        """An async event held at the destroy at pd (HELD: how, for the message)."""
         found = self._verbs_destroy(pd, obj, "destroy_verbs")
         if found is None or self._async_unrelated(pd, ev, found[0]):
             return
         name, inner = found
         self.at_call("async-destroy-with-unacked", pd, inner, name,
-                     "{CALL}(%s) while the async event `%s` got at line %d is not acked: if it is "
-                     "an event of this object, the destroy waits for that ack forever"
-                     % (obj, ev, pg.line))
+                     "{CALL}(%s) while the async event `%s` %s: if it is an event of this "
+                     "object, the destroy waits for that ack forever" % (obj, ev, held))
+
+    def _async_held_at_destroy(self, rec):
+        ev = ctext.norm(rec["ev"])
+        if self.use_is_real(Pos(rec["use"]), ev, "as"):
+            self._async_destroy(Pos(rec["call"]), ev, ctext.norm(rec["obj"]),
+                                "got at line %d is not acked" % Pos(rec["get"]).line)
 
     def _async_destroy_then_ack(self, rec):
-        pd, pa = Pos(rec["call"]), Pos(rec["ack"])
-        ev, obj = ctext.norm(rec["ev"]), ctext.norm(rec["obj"])
-        found = self._verbs_destroy(pd, obj, "destroy_verbs")
-        if found is None or self._async_unrelated(pd, ev, found[0]):
-            return
-        name, inner = found
-        self.at_call("async-destroy-with-unacked", pd, inner, name,
-                     "{CALL}(%s) while the async event `%s` is held (acked only at line %d, after "
-                     "it): if it is an event of this object, the destroy waits for that ack "
-                     "forever" % (obj, ev, pa.line))
+        self._async_destroy(Pos(rec["call"]), ctext.norm(rec["ev"]), ctext.norm(rec["obj"]),
+                            "is held (acked only at line %d, after it)" % Pos(rec["ack"]).line)
 
     # ids and channels used after their destroy
 
@@ -742,15 +726,10 @@ class Judge:
         if not self.is_local(pr, base) or self.destroyed_before(pr, obj) or \
                 (pr.key, obj) not in self._unkept_rejects:
             return
-        stmt = self.src(px.file).statement_at(px.line, px.col)
-        m = re.match(r"\s*return\b(.*)", stmt, re.S)
-        if m and (ctext.hands_over(ctext.norm(m.group(1)), obj) or
-                  ctext.hands_over(ctext.norm(m.group(1)), base)):
+        end = self.path_end(px, (obj, base))
+        if end is None:
             return
-        where = "returns here" if m else (
-            "the thread exits here" if stmt.lstrip().startswith("pthread_exit")
-            else "reaches the end of %s()" % px.fn)
-        severity, where = self.at_process_end(px, where)
+        severity, where = end
         c = self.call_at(pr)
         self.add(Finding("rejected-id-never-destroyed", px.file, px.line, px.col,
                          "`%s`, rejected by %s() at line %d, is never destroyed on this path "

@@ -178,8 +178,9 @@ F(...) {{
 ...>
 }}
 """.format(n=n, f=f, e=e))
-        if not p.kept:
-            rules.append("""@ack{n}@
+        # The ack: the copy goes there, or (read after the ack) stays until a get or a return.
+        ack = "cmsafe_migrate_kept(R)" if p.kept else "cmsafe_migrate_release(&R)"
+        rules.append("""@ack{n}@
 identifier F = {{{f}}};
 identifier E = {{{e}}};
 identifier decl{n}.R;
@@ -187,24 +188,12 @@ identifier decl{n}.R;
 F(...) {{
 <...
 - rdma_ack_cm_event(E)
-+ cmsafe_migrate_release(&R)
++ {ack}
 ...>
 }}
-""".format(n=n, f=f, e=e))
-        else:
-            rules.append("""@ack{n}@
-identifier F = {{{f}}};
-identifier E = {{{e}}};
-identifier decl{n}.R;
-@@
-F(...) {{
-<...
-- rdma_ack_cm_event(E)
-+ cmsafe_migrate_kept(R)
-...>
-}}
-
-@ret{n}@
+""".format(n=n, f=f, e=e, ack=ack))
+        if p.kept:
+            rules.append("""@ret{n}@
 identifier F = {{{f}}};
 identifier decl{n}.R;
 @@
@@ -214,7 +203,7 @@ F(...) {{
   return ...;
 ...>
 }}
-""".format(n=n, f=f, e=e))
+""".format(n=n, f=f))
             if p.fn.type == "void":
                 rules.append("""@end{n}@
 identifier F = {{{f}}};

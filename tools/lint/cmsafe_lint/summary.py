@@ -31,35 +31,17 @@ PROPS = (
     "call_param",  # calls this parameter (a function pointer): {i: [(callee arg, own param)]}
 )
 
-# The library calls as summaries of their own.
+# The library calls as summaries of their own: which argument each does what to (the places
+# are the calls themselves, filled in where a call is met: _through).
 _API = {}
-
-
-def _api(name, **props):
-    _API[name] = {p: {i: {(name, None)} for i in idx} for p, idx in props.items()}
-
-
-for _n, _i in api.CM_ACK.items():
-    _api(_n, ack_cm=[_i])
-for _n, _i in api.CM_GET.items():
-    _api(_n, get_cm_out=[_i])
-for _n, _i in api.CQ_ACK.items():
-    _api(_n, ack_cq=[_i])
-for _n, _i in api.CQ_GET.items():
-    _api(_n, get_cq_out=[_i])
-for _n, _i in api.AS_ACK.items():
-    _api(_n, ack_as=[_i])
-for _n, _i in api.AS_GET.items():
-    _api(_n, get_as_out=[_i])
-for _kind, _table in api.CM_DESTROY.items():
-    for _n, _i in _table.items():
-        _API.setdefault(_n, {}).setdefault("destroy_" + _kind, {})[_i] = {(_n, None)}
-for _n, _i in api.CM_REJECT.items():
-    _api(_n, reject=[_i])
-for _n, _i in api.CQ_DESTROY.items():
-    _API.setdefault(_n, {}).setdefault("destroy_cq", {})[_i] = {(_n, None)}
-for _n, _i in api.VERBS_DESTROY.items():
-    _API.setdefault(_n, {}).setdefault("destroy_verbs", {})[_i] = {(_n, None)}
+_API_TABLES = (
+    (api.CM_ACK, "ack_cm"), (api.CM_GET, "get_cm_out"), (api.CM_REJECT, "reject"),
+    (api.CQ_ACK, "ack_cq"), (api.CQ_GET, "get_cq_out"), (api.CQ_DESTROY, "destroy_cq"),
+    (api.AS_ACK, "ack_as"), (api.AS_GET, "get_as_out"), (api.VERBS_DESTROY, "destroy_verbs"),
+) + tuple((table, "destroy_" + kind) for kind, table in api.CM_DESTROY.items())
+for _table, _prop in _API_TABLES:
+    for _name, _i in _table.items():
+        _API.setdefault(_name, {}).setdefault(_prop, {})[_i] = set()
 
 CM_EVENT_PTR = "structrdma_cm_event*"
 CQ_PTR = "structibv_cq*"

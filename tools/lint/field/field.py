@@ -191,3 +191,6 @@ if __name__ == "__main__":
     except spatch.SpatchError as e:
         sys.stderr.write("lint-field: %s\n" % e)
         sys.exit(3)
+    except Exception as e:  # noqa: BLE001 (one line, not a traceback)
+        sys.stderr.write("lint-field: internal error: %s: %s\n" % (type(e).__name__, e))
+        sys.exit(3)

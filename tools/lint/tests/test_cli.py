@@ -3,14 +3,13 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-LINT = os.path.join(ROOT, "bin", "cmsafe-lint")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import command  # noqa: E402
 
 LEAK = """#include <rdma/rdma_cma.h>
 int f(struct rdma_event_channel *ch)
@@ -26,10 +25,8 @@ int f(struct rdma_event_channel *ch)
 CLEAN = LEAK.replace("        return 1;\n", "        return rdma_ack_cm_event(ev), 1;\n")
 
 
-def run(*args, cwd=None):
-    p = subprocess.run([sys.executable, LINT, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+def run(*args, cwd=None, env=None):
+    return command.run("cmsafe-lint", *args, cwd=cwd, env=env)
 
 
 class Cli(unittest.TestCase):
@@ -111,11 +108,10 @@ class Cli(unittest.TestCase):
         os.mkdir(empty)
         env = dict(os.environ, PATH=empty)
         self.write("leak.c", LEAK)
-        p = subprocess.run([sys.executable, LINT, "leak.c"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, cwd=self.dir, env=env)
-        self.assertEqual(p.returncode, 3)
-        self.assertEqual(p.stderr, "cmsafe-lint: spatch (Coccinelle) is not installed: "
-                                   "scripts/setup-deps --lint, or apt-get install coccinelle\n")
+        rc, _, err = run("leak.c", cwd=self.dir, env=env)
+        self.assertEqual(rc, 3)
+        self.assertEqual(err, "cmsafe-lint: spatch (Coccinelle) is not installed: "
+                              "scripts/setup-deps --lint, or apt-get install coccinelle\n")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-MIGRATE = os.path.join(ROOT, "bin", "cmsafe-migrate")
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
+import command  # noqa: E402
 from cmsafe_lint import migrate  # noqa: E402
+
+ROOT = command.ROOT
 
 # The helpers' lines, added once after the includes.
 HELPER_LINES = {"+" + l for l in (migrate.HELPERS + migrate.RELEASE + migrate.KEPT).splitlines()}
@@ -54,9 +56,7 @@ void handed(struct rdma_event_channel *ch)
 
 
 def run(*args, cwd):
-    p = subprocess.run([sys.executable, MIGRATE, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return command.run("cmsafe-migrate", *args, cwd=cwd)
 
 
 class Migrate(unittest.TestCase):
