@@ -20,8 +20,10 @@ class SpatchError(Exception):
 #                   project's headers (generated ones, config.h) need not exist
 #   --very-quiet    nothing but what the rules print
 #   --timeout       seconds per file, so that a pathological function cannot hang a whole run
-#   --allow-inconsistent-paths  the rules follow paths, not whole statements: no patch is made
-BASE_OPTIONS = ["--no-includes", "--very-quiet", "--allow-inconsistent-paths"]
+BASE_OPTIONS = ["--no-includes", "--very-quiet"]
+# And of the lint's (not cmsafe-migrate's): its rules match paths and change nothing, so a
+# match on some paths of a statement and not others is no inconsistency to refuse.
+MATCH_OPTIONS = ["--allow-inconsistent-paths"]
 TIMEOUT_PER_FILE = int(os.environ.get("CMSAFE_LINT_SPATCH_TIMEOUT", "120"))
 
 
@@ -33,20 +35,29 @@ def spatch_path():
     return exe
 
 
-def run(cocci_file, files, prefix, extra=()):
-    """Runs spatch with `cocci_file` over `files`; returns the parsed JSON of its `prefix` lines."""
-    if not files:
-        return []
-    cmd = [spatch_path(), *BASE_OPTIONS, "--timeout", str(TIMEOUT_PER_FILE), *extra,
-           "--sp-file", cocci_file, *files]
+def _spatch(args, timeout):
+    """Runs spatch with ARGS; its completed process, or SpatchError with its last words."""
+    cmd = [spatch_path(), *BASE_OPTIONS, "--timeout", str(TIMEOUT_PER_FILE), *args]
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              errors="replace", stdin=subprocess.DEVNULL,
-                              timeout=TIMEOUT_PER_FILE * max(1, len(files)) + 60)
+                              errors="replace", stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SpatchError("spatch did not finish within its time limit") from None
     except OSError as e:
         raise SpatchError("cannot run spatch: %s" % e.strerror) from None
+    if proc.returncode != 0:
+        last = [l for l in proc.stderr.splitlines() if l.strip()][-3:]
+        raise SpatchError("spatch failed (exit status %d)%s" % (
+            proc.returncode, ": " + " / ".join(last) if last else ""))
+    return proc
+
+
+def run(cocci_file, files, prefix, extra=()):
+    """Runs spatch with `cocci_file` over `files`; returns the parsed JSON of its `prefix` lines."""
+    if not files:
+        return []
+    proc = _spatch([*MATCH_OPTIONS, *extra, "--sp-file", cocci_file, *files],
+                   TIMEOUT_PER_FILE * max(1, len(files)) + 60)
     out = []
     for line in proc.stdout.splitlines():
         if line.startswith(prefix + " "):
@@ -54,27 +65,10 @@ def run(cocci_file, files, prefix, extra=()):
                 out.append(json.loads(line[len(prefix) + 1:]))
             except ValueError:
                 raise SpatchError("spatch printed a malformed record: %.200s" % line) from None
-    if proc.returncode != 0:
-        last = [l for l in proc.stderr.splitlines() if l.strip()][-3:]
-        raise SpatchError("spatch failed (exit status %d)%s" % (
-            proc.returncode, ": " + " / ".join(last) if last else ""))
     return out
 
 
 def patch(cocci_file, path, out, extra=()):
     """Applies a semantic patch to `path`, writing the result to `out` (left absent when the
     patch changes nothing)."""
-    cmd = [spatch_path(), "--no-includes", "--very-quiet", "--timeout", str(TIMEOUT_PER_FILE),
-           *extra, "--sp-file", cocci_file, path, "-o", out]
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              errors="replace", stdin=subprocess.DEVNULL,
-                              timeout=TIMEOUT_PER_FILE + 60)
-    except subprocess.TimeoutExpired:
-        raise SpatchError("spatch did not finish within its time limit") from None
-    except OSError as e:
-        raise SpatchError("cannot run spatch: %s" % e.strerror) from None
-    if proc.returncode != 0:
-        last = [l for l in proc.stderr.splitlines() if l.strip()][-3:]
-        raise SpatchError("spatch failed (exit status %d)%s" % (
-            proc.returncode, ": " + " / ".join(last) if last else ""))
+    _spatch([*extra, "--sp-file", cocci_file, path, "-o", out], TIMEOUT_PER_FILE + 60)
