@@ -18,6 +18,10 @@ TRANSPORT ?= roce
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer
 CTEST_FLAGS := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
 CTEST_LIBS  := -L$(LIBOUT) -Wl,-rpath,$(LIBOUT) -lcmsafe -lrdmacm -libverbs -lpthread -ldl
+# What the C tests are built after: the library in this tree (make build). scripts/deb-test
+# builds them against the installed packages instead (pkg-config, no -Iinclude, no rpath), with
+# CTEST_BUILD empty, CTEST_FLAGS and CTEST_LIBS its own.
+CTEST_BUILD ?= build
 
 C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
                    test_event_types test_pdata_lengths test_event_order test_many_clients \
@@ -71,8 +75,9 @@ header: ## dev: regenerate include/cmsafe.h with cbindgen
 header-check: ## test: include/cmsafe.h against a fresh cbindgen run (header drift)
 	$(CARGO) run -q -p gen-header --locked -- --check
 
-fmt-check: ## test: cargo fmt --check, the whole workspace
+fmt-check: ## test: cargo fmt --check, the whole workspace and the fuzz crate
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 
 clippy: build-deps ## test: cargo clippy -D warnings, the whole workspace, every target
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -81,9 +86,11 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 	$(CARGO) test --workspace --locked
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
-# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/: under
-# two minutes once target/ is built, seconds when nothing changed.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, lint rules
+# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/, the
+# fuzz targets' tools (fuzz-check: Rust's nightly toolchain, cargo-fuzz under target/), and
+# Coccinelle (lint-check: scripts/setup-deps --lint): under two minutes once target/ is built,
+# about 25 s of it the fuzz targets' bounded runs.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing, lint rules
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -179,6 +186,21 @@ timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committe
 harness-check: build-deps ## test: the guest harnesses' checks on recorded logs, on the host
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/harness -t tests/harness
 
+# The fuzz targets (fuzz/; docs/testing.md, "Fuzzing"): what the libraries read from outside
+# the program's control (an event's contents, its addresses, the settings, a report's path),
+# under libFuzzer with AddressSanitizer and overflow checks. scripts/fuzz installs what it lacks:
+# Rust's nightly toolchain (rustup) and cargo-fuzz (into target/tools). fuzz-check: clippy on the
+# fuzz crate, every input kept in fuzz/regressions and fuzz/seeds run once, then each target for
+# a bounded number of runs from a fixed seed: about 25 s once built. fuzz: each target for
+# FUZZ_TIME seconds, its corpus kept and grown in target/fuzz/corpus.
+.PHONY: fuzz-check fuzz
+FUZZ_TIME ?= 300
+fuzz-check: build-deps ## test: the fuzz targets' kept inputs, then a short bounded run of each
+	scripts/fuzz --check
+
+fuzz: build-deps ## dev: each fuzz target for FUZZ_TIME seconds (300), before resolving an issue
+	scripts/fuzz --time $(FUZZ_TIME)
+
 # The preload's host tests (docs/testing.md, "Host tests of the preload"): programs run raw and
 # under the preload in audit and safe mode on a stand-in librdmacm (tests/host/standin: built as
 # librdmacm.so.1, librdmacm's calls at RDMACM_1.0, events queued by the program itself), for the
@@ -187,13 +209,15 @@ harness-check: build-deps ## test: the guest harnesses' checks on recorded logs,
 HOST_TESTS    := target/host-tests
 HOST_LIB      := $(CURDIR)/$(HOST_TESTS)/lib
 HOST_CFLAGS   := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Itests/host/standin -Iinclude
-HOST_PROGRAMS := $(addprefix $(HOST_TESTS)/bin/,events signals exit report plugin)
+HOST_PROGRAMS := $(addprefix $(HOST_TESTS)/bin/,events signals exit report plugin cut)
 # The plugin, under a name that merely contains "librdmacm" and under one that does not.
 HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper.so)
 # The setuid programs, compiled here and linked by the tests in a directory of their own, with
 # copies of the libraries: a setuid program's loader takes no LD_PRELOAD path and no $$ORIGIN.
 HOST_OBJECTS  := $(addprefix $(HOST_TESTS)/obj/,secure.o secure_api.o)
 HOST_STANDIN  := $(HOST_LIB)/librdmacm.so.1
+# The programs of libcmsafe's own API, linked against the release build of it too.
+HOST_API      := $(HOST_TESTS)/bin/api_abort
 
 $(HOST_STANDIN): tests/host/standin/rdmacm.c tests/host/standin/standin.h tests/host/standin/rdmacm.map
 	@mkdir -p $(HOST_LIB)
@@ -204,6 +228,11 @@ $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h $(HOST_S
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB) -ldl
 
+$(HOST_API): $(HOST_TESTS)/bin/api_%: tests/host/programs/api_%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
+	@mkdir -p $(HOST_TESTS)/bin
+	$(CC) $(HOST_CFLAGS) -o $@ $< $(CURDIR)/target/release/libcmsafe.so $(HOST_STANDIN) \
+	  -Wl,-rpath,$(HOST_LIB):$(CURDIR)/target/release
+
 $(HOST_PLUGINS): tests/host/programs/helper_plugin.c $(HOST_STANDIN)
 	$(CC) $(HOST_CFLAGS) -fPIC -shared -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB)
 
@@ -212,7 +241,7 @@ $(HOST_TESTS)/obj/%.o: tests/host/programs/%.c tests/host/programs/host.h tests/
 	$(CC) $(HOST_CFLAGS) -c -o $@ $<
 
 .PHONY: host-tests host-check
-host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_PLUGINS) $(HOST_OBJECTS) ## dev: build the stand-in librdmacm and the host tests' programs (target/host-tests)
+host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_API) $(HOST_PLUGINS) $(HOST_OBJECTS) ## dev: build the stand-in librdmacm and the host tests' programs (target/host-tests)
 
 host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host
@@ -221,7 +250,7 @@ host-check: build preload host-tests ## test: the preload's host tests on a stan
 # lifecycle as Coccinelle semantic patches, and the port of raw librdmacm code onto the API.
 # lint-check (in make check): the rules on their cases (tools/lint/tests/cases), the recall set
 # (every misuse program of c-tests/ at its line), the commands' output and statuses; spatch on
-# the host, no guest, about 40 seconds. lint-field: the same on others' code (Debian 12's
+# the host, no guest, about 16 seconds on an idle machine. lint-field: the same on others' code (Debian 12's
 # sources, fetched under target/lint-field by tools/lint/field/fetch-sources), every finding
 # matched with a person's verdict (tools/lint/field/verdicts.txt), written to
 # bench/results/lint.md; a finding nobody read fails it. migrate-test (in make test): the ports
@@ -242,12 +271,12 @@ lint-field: lint-deps ## bench: cmsafe-lint on Debian's sources of RDMA programs
 migrate-test: deps lint-deps build preload ## test: cmsafe-migrate's ports of rdma-core's examples, installed, on the real stack
 	tools/lint/migrate/migrate-test
 
-$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
 # The same test built with ThreadSanitizer instead (ASan and TSan do not mix): NAME_tsan.
-$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h build
+$(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
@@ -256,11 +285,11 @@ $(CTESTS)/%_tsan: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transp
 # library list, and LD_PRELOAD would come before it): c-tests/new-events.
 $(CTESTS)/test_new_events_plain: c-tests/test_new_events.c c-tests/cm_util.c c-tests/cm_util.h \
     c-tests/transport.h \
-    c-tests/harness.h include/cmsafe.h build
+    c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/cm_util.c $(CTEST_LIBS)
 
-$(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h build
+$(CTESTS)/seed_incident_compat: c-tests/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h $(CTEST_BUILD)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/seed_incident.c \
 	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
 
@@ -268,7 +297,7 @@ $(CTESTS)/cm_util.o: c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-t
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/cm_util.c
 
-$(CTESTS)/%: examples/%.c include/cmsafe.h build
+$(CTESTS)/%: examples/%.c include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) -o $@ $< $(CTEST_LIBS)
 
@@ -279,6 +308,11 @@ $(CTESTS)/real_stack: build
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
 c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat ## dev: build the C and C++ tests (target/c-tests)
+
+# The C and C++ tests without the Rust API's (cargo's): what scripts/deb-test builds against the
+# installed packages.
+.PHONY: c-tests-c
+c-tests-c: $(C_TEST_BINS) $(CTESTS)/seed_incident_compat $(CTESTS)/cpp_events
 
 guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, under the sanitizers
 	$(RXE_VM) -- c-tests/run-in-guest
@@ -318,15 +352,16 @@ stacks-test: deps ## test: the oldest and the newest Debian stack (bullseye, sid
 
 .PHONY: stacks stacks-smoke stacks-host-bins
 STACKS ?= bullseye bookworm bookworm/iwarp trixie sid arm64
-PARTS ?= install c-tests new-events misuse real demo storm
+PARTS ?= install c-tests new-events misuse real demo storm packages
 SMOKE_STACKS ?= bullseye sid
 SMOKE_PARTS ?= install c-tests new-events misuse
 stacks-host-bins: build preload preload-tests c-tests storm-bins $(EXAMPLE_BINS) ## dev: what the bookworm rows of make stacks run
 stacks_all := bullseye bookworm bookworm/iwarp trixie sid arm64
-parts_all := install c-tests new-events misuse real demo storm
+parts_all := install c-tests new-events misuse real demo storm packages
 stacks_builds = $(if $(filter bookworm bookworm/iwarp,$(1)),stacks-host-bins) $(if $(filter arm64,$(1)),cross-arm64)
 stacks: deps $(call stacks_builds,$(STACKS)) ## dev: the suite on the Debian stacks, iWARP, arm64; STACKS, PARTS
-	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && [ "$(strip $(PARTS))" = "$(parts_all)" ]; then \
+	@out=; if [ "$(strip $(STACKS))" = "$(stacks_all)" ] && { [ "$(strip $(PARTS))" = "$(parts_all)" ] || \
+	    [ "$(strip $(PARTS))" = packages ]; }; then \
 	  out="--out bench/results/stacks.md"; fi; \
 	scripts/stacks --stacks "$(STACKS)" --parts "$(PARTS)" $$out
 stacks-smoke: deps $(call stacks_builds,$(SMOKE_STACKS)) ## dev: stacks' short slice
@@ -439,9 +474,9 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test iwarp-test arm64-test
+      fault-test stacks-test deb-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
@@ -480,8 +515,15 @@ installed_man   := $(foreach p,$(MAN_PAGES),$(MANDIR)/$(notdir $(patsubst %/,%,$
 
 # Hooks for artifacts built elsewhere in the tree: each is installed only when the file exists
 # (override to point elsewhere), and always removed by uninstall.
-# The LD_PRELOAD library (make preload), installed as $(LIBDIR)/libcmsafe_preload.so:
+# The LD_PRELOAD library (make preload), installed as $(PRELOADDIR)/libcmsafe_preload.so:
 PRELOAD_LIB ?= $(LIBOUT)/libcmsafe_preload.so
+# Where it goes: beside the library for a source build; the packages give it a private directory
+# ($(LIBDIR)/cmsafe, debian/rules), out of the loader's path and of the shlibs file. The installed
+# cmsafe-audit is told this path.
+PRELOADDIR ?= $(LIBDIR)
+# The interpreter written on cmsafe-timeline's first line when set (the packages: /usr/bin/python3,
+# Debian's policy for a packaged script); a source build keeps `#!/usr/bin/env python3`.
+PYTHON3 ?=
 # Its launcher, installed as $(BINDIR)/cmsafe-audit:
 AUDIT_CMD   ?= bin/cmsafe-audit
 # The converter of its reports to a timeline (cmsafe-audit --timeline runs it from beside
@@ -525,17 +567,20 @@ install: $(LIBOUT)/libcmsafe.so ## use: install into PREFIX (/usr/local); LIBDIR
 	  d=$(DESTDIR)$(MANDIR)/$$(basename $$(dirname $$p)); \
 	  $(INSTALL) -d $$d; $(INSTALL) -m 0644 $$p $$d/; \
 	done
-	if [ -f "$(PRELOAD_LIB)" ]; then \
-	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(LIBDIR)/libcmsafe_preload.so; fi
+	if [ -f "$(PRELOAD_LIB)" ]; then $(INSTALL) -d $(DESTDIR)$(PRELOADDIR) && \
+	  $(INSTALL) -m 0755 "$(PRELOAD_LIB)" $(DESTDIR)$(PRELOADDIR)/libcmsafe_preload.so; fi
 	if [ -f "$(AUDIT_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
-	  $(INSTALL) -m 0755 "$(AUDIT_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
+	  sed 's|^installed_lib=$$|installed_lib=$(PRELOADDIR)/libcmsafe_preload.so|' "$(AUDIT_CMD)" \
+	    >$(DESTDIR)$(BINDIR)/cmsafe-audit && chmod 0755 $(DESTDIR)$(BINDIR)/cmsafe-audit; fi
 	if [ -f "$(TIMELINE_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
-	  $(INSTALL) -m 0755 "$(TIMELINE_CMD)" $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
+	  sed '1s|^#!/usr/bin/env python3$$|#!$(or $(PYTHON3),/usr/bin/env python3)|' "$(TIMELINE_CMD)" \
+	    >$(DESTDIR)$(BINDIR)/cmsafe-timeline && chmod 0755 $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules
 	$(INSTALL) -m 0644 $(LINT_PACKAGE) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint/
 	$(INSTALL) -m 0644 $(LINT_RULES) $(DESTDIR)$(LINT_SHARE)/rules/
 	set -e; for c in $(LINT_CMDS); do \
-	  sed 's|^SHARE = None .*|SHARE = "$(LINT_SHARE)"|' $$c >$(DESTDIR)$(BINDIR)/$$(basename $$c); \
+	  sed -e '1s|^#!/usr/bin/env python3$$|#!$(or $(PYTHON3),/usr/bin/env python3)|' \
+	    -e 's|^SHARE = None .*|SHARE = "$(LINT_SHARE)"|' $$c >$(DESTDIR)$(BINDIR)/$$(basename $$c); \
 	  chmod 0755 $(DESTDIR)$(BINDIR)/$$(basename $$c); \
 	done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
@@ -544,10 +589,43 @@ uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
-	  $(LIBDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline \
+	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline \
 	  $(installed_lint))
+	if [ "$(PRELOADDIR)" != "$(LIBDIR)" ]; then rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null || true; fi
 	-rmdir $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules $(DESTDIR)$(LINT_SHARE) \
 	  $(DESTDIR)$(PREFIX)/share/cmsafe 2>/dev/null
+
+# The Debian packages (scripts/deb; docs/abi.md, "Debian packages"): libcmsafe0.2, libcmsafe-dev
+# and cmsafe-tools, built with dpkg-buildpackage and debhelper from the tree and its vendored
+# crates (scripts/deb-source), then lintian, which must report no error and no warning. make deb
+# builds this machine's suite's (bookworm's), in target/deb/pkgs; DEB_STACK=NAME another suite's,
+# in its root (scripts/stack-root --base), DEB_STACK=arm64 bookworm's arm64 ones, cross-built.
+DEB_STACK ?= bookworm
+deb_args = $(if $(filter arm64,$(DEB_STACK)),--arch arm64,--stack $(DEB_STACK))
+.PHONY: deb deb-test rpm
+deb: ## use: the Debian packages, lintian-clean (target/deb/pkgs); DEB_STACK=NAME or arm64
+	@scripts/setup-deps --pkg $(if $(filter arm64,$(DEB_STACK)),--arm64)
+	scripts/deb $(deb_args)
+
+# The packages tested installed (scripts/deb-test): built with the previous version's, then in
+# one guest per suite installed with apt-get into the suite's root, upgraded, tested against /usr
+# and purged. In make test, within its hour: this machine's suite with the C tests built against
+# the installed packages, and sid (whose root stacks-test builds) without them; make stacks runs
+# every part on every suite, the misuse and real programs through /usr/bin/cmsafe-audit
+# included (docs/testing.md, "The Debian packages").
+DEB_TEST_HOST_PARTS ?= install upgrade c-tests purge
+DEB_TEST_OTHER ?= sid
+DEB_TEST_OTHER_PARTS ?= install upgrade purge
+deb-test: deps ## test: the Debian packages installed with apt, tested, upgraded, purged (bookworm, sid)
+	@scripts/setup-deps --pkg
+	scripts/deb-test --stack bookworm --parts "$(DEB_TEST_HOST_PARTS)"
+	scripts/deb-test --stack $(DEB_TEST_OTHER) --parts "$(DEB_TEST_OTHER_PARTS)"
+
+# The RPMs (scripts/rpm): rpmbuild of Debian's rpm package on redhat/cmsafe.spec, rpmlint clean;
+# built and checked here, not installed on an RPM distribution.
+rpm: ## use: the RPMs from redhat/cmsafe.spec, rpmlint-clean (target/rpm)
+	@scripts/setup-deps --pkg
+	scripts/rpm
 
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
@@ -580,7 +658,7 @@ install-check: deps build ## test: install into a staging root, build with pkg-c
 
 # The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
 CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude
-$(CTESTS)/cpp_events: c-tests/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h build
+$(CTESTS)/cpp_events: c-tests/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
 	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
 c-tests: $(CTESTS)/cpp_events

@@ -1,12 +1,17 @@
-//! Gives libcmsafe.so its SONAME (the rlib is untouched): the name scripts/soname, the rule's one
-//! place, gives for the crate version (docs/abi.md states the promise).
+//! Gives libcmsafe.so its SONAME, the name scripts/soname (the rule's one place) gives for the
+//! crate version, and its symbol versions, src/ffi/libcmsafe.map (the rlib is untouched;
+//! docs/abi.md states the promise).
 
 use std::env;
+use std::fs;
+use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=scripts/soname");
+    println!("cargo:rerun-if-changed=scripts/ld-version-script");
+    println!("cargo:rerun-if-changed=src/ffi/libcmsafe.map");
     // ELF targets only; other platforms keep their linker's default.
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if !matches!(
@@ -36,5 +41,24 @@ fn main() {
     // (docs/tracing.md, "Linker").
     if os == "linux" {
         println!("cargo:rustc-cdylib-link-arg=-fuse-ld=bfd");
+        version_script();
     }
+}
+
+/// The C ABI's symbol versions (src/ffi/libcmsafe.map): GNU ld takes them only without rustc's
+/// own anonymous version script, so gcc finds ld.bfd first in a directory of ours (-B), where it
+/// is scripts/ld-version-script, which leaves rustc's script out (that script says why).
+fn version_script() {
+    let dir = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let out = env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    let shim = PathBuf::from(out).join("ld-version-script");
+    fs::create_dir_all(&shim).expect("create OUT_DIR/ld-version-script");
+    // A copy keeps the script's mode (executable), and the build never writes to the source.
+    fs::copy(
+        format!("{dir}/scripts/ld-version-script"),
+        shim.join("ld.bfd"),
+    )
+    .expect("copy scripts/ld-version-script");
+    println!("cargo:rustc-cdylib-link-arg=-B{}", shim.display());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={dir}/src/ffi/libcmsafe.map");
 }

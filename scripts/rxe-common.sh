@@ -76,7 +76,11 @@ rxe_stack_prepare() {
   # shellcheck source=scripts/stack-common.sh
   . "$repo/scripts/stack-common.sh"
   stack_init "$rxe_stack" "$repo"
-  rxe_hostroot=$("$repo/scripts/stack-root" "$rxe_stack") || exit 125
+  # A writable root (rxe-vm --overlay) is the suite's root alone, without cmsafe built into it:
+  # what the packages are installed on (scripts/deb-test).
+  local base=()
+  [ "${rxe_overlay:-0}" = 0 ] || base=(--base)
+  rxe_hostroot=$("$repo/scripts/stack-root" "${base[@]}" "$rxe_stack") || exit 125
   [ -d "$rxe_hostroot$repo" ] || rxe_die "$rxe_hostroot has no $repo to mount the repository on"
   rxe_share=$stack_target
   rxe_runs=$stack_target/rxe-vm
@@ -319,7 +323,19 @@ run=$(arg run)
 tgt=$(arg target)
 name=$(arg host)
 repo=${tgt%/*}
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host
+# rxe-vm --overlay: the root is writable in the guest, its writes kept in a tmpfs (an overlay on
+# the read-only share) and gone with the guest; else the share as it is, read-only.
+overlay=$(arg overlay)
+if [ "$overlay" = 1 ]; then
+  mkdir -p /lower /rw
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower
+  mount -t tmpfs rw /rw
+  mkdir -p /rw/root.up /rw/root.work
+  mount -t overlay root -o lowerdir=/lower,upperdir=/rw/root.up,workdir=/rw/root.work /host ||
+    { echo "rxe-vm-init: no overlay of the root"; reboot -f; }
+else
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host
+fi
 # A stack, or arm64: hostroot is the suite's (or arm64's) root; the repository comes on its own
 # share, at its path.
 arch=$(arg arch)
@@ -334,18 +350,20 @@ mount -t devpts devpts /host/dev/pts
 mount -t tmpfs tmp /host/dev/shm
 # A writable /tmp and /run that still show the host's files (a CI clone, a program or an install
 # prefix under /tmp): an overlay of a tmpfs on the read-only share. Without overlayfs, a plain
-# tmpfs, with the repo bound back on top.
-mkdir -p /keep /rw
-mount -o bind "/host$repo" /keep
-mount -t tmpfs rw /rw
-for d in /tmp /run; do
-  n=${d#/}
-  mkdir -p "/rw/$n.up" "/rw/$n.work"
-  if ! mount -t overlay "$n" -o "lowerdir=/host$d,upperdir=/rw/$n.up,workdir=/rw/$n.work" "/host$d"; then
-    mount -t tmpfs tmp "/host$d"
-    case "$repo/" in "$d"/*) mkdir -p "/host$repo"; mount -o bind /keep "/host$repo" ;; esac
-  fi
-done
+# tmpfs, with the repo bound back on top. (An overlay root has them writable already.)
+if [ "$overlay" != 1 ]; then
+  mkdir -p /keep /rw
+  mount -o bind "/host$repo" /keep
+  mount -t tmpfs rw /rw
+  for d in /tmp /run; do
+    n=${d#/}
+    mkdir -p "/rw/$n.up" "/rw/$n.work"
+    if ! mount -t overlay "$n" -o "lowerdir=/host$d,upperdir=/rw/$n.up,workdir=/rw/$n.work" "/host$d"; then
+      mount -t tmpfs tmp "/host$d"
+      case "$repo/" in "$d"/*) mkdir -p "/host$repo"; mount -o bind /keep "/host$repo" ;; esac
+    fi
+  done
+fi
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 target "/host$tgt"
 # A stack: its target/ is target/stacks/NAME/target on the host; bound there too, so that a path
 # the host names (rxe-pair's RXE_PAIR_DIR) is the same in the guest.
@@ -432,6 +450,7 @@ rxe_qemu_base() {
     stack_args=(-virtfs "local,path=$repo,mount_tag=repo,readonly=on,security_model=none,multidevs=remap")
     stack_cmdline=" rxevm.stack=$rxe_stack"
   fi
+  [ "${rxe_overlay:-0}" = 0 ] || stack_cmdline+=" rxevm.overlay=1"
   if [ "${rxe_arch:-x86_64}" = arm64 ]; then
     # -M virt with its PL011 UART as the console. The kernel signs and checks return addresses
     # (pointer authentication) in every function: qemu's default algorithm for it (QARMA) costs
@@ -443,7 +462,7 @@ rxe_qemu_base() {
               -smp "${RXE_VM_SMP:-2}" -m "${RXE_VM_MEM:-2G}"
               -no-reboot -display none -monitor none -nodefaults
               -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$initrd"
-              -append "console=ttyAMA0 panic=-1 rxevm.run=$run rxevm.target=$target rxevm.host=$name rxevm.arch=arm64 rxevm.libs=$rxe_arm64_libs"
+              -append "console=ttyAMA0 panic=-1 rxevm.run=$run rxevm.target=$target rxevm.host=$name rxevm.arch=arm64 rxevm.libs=$rxe_arm64_libs$stack_cmdline"
               -serial "file:$console"
               -virtfs "local,path=$rxe_hostroot,mount_tag=hostroot,readonly=on,security_model=none,multidevs=remap"
               -virtfs "local,path=$rxe_share,mount_tag=target,security_model=none,multidevs=remap"

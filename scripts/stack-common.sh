@@ -16,10 +16,12 @@ stack_names=(bullseye bookworm trixie sid)
 # Everything the root holds besides debootstrap's minimal base: the build (gcc, make, clang;
 # libclang-dev was for rdma-sys's bindgen, which cmsafe no longer uses), the suite's rdma-core and
 # its tools, the other real programs the preload's tests run (qperf, libfabric's fi_pingpong),
-# and what the guest scripts call.
+# what the guest scripts call, and what building cmsafe's Debian packages in the suite takes
+# (dpkg-buildpackage and debhelper: scripts/deb; lintian runs on the host).
 stack_packages=(gcc g++ make pkg-config libc6-dev clang libclang-dev
                 librdmacm-dev libibverbs-dev rdma-core rdmacm-utils ibverbs-providers ibverbs-utils
-                perftest qperf libfabric-bin iproute2 procps python3 file)
+                perftest qperf libfabric-bin iproute2 procps python3 file
+                build-essential dpkg-dev debhelper)
 
 stack_die() { echo "$stack_me: $*" >&2; exit 125; }
 
@@ -59,6 +61,47 @@ stack_apt_update() {
     stack_apt apt-get update -qq >/dev/null 2>"$a/update.err" ||
       stack_die "apt-get update for $stack_suite failed: $(tail -n 3 "$a/update.err")"
   fi
+}
+
+# stack_chroot [--overlay] ROOT [SRC:DST...] -- COMMAND [ARGS...]: COMMAND chrooted into ROOT in
+# a private mount namespace (nothing stays mounted after it), with /proc and the machine's /dev,
+# and each SRC bound at DST (a path inside the root; a directory is made for it when SRC is one),
+# in the order given, so that a later bind may sit inside an earlier one. --overlay: into an
+# overlay of ROOT whose writes go to a tmpfs and are gone with the namespace (ROOT may be /):
+# what is written to stay must go through a bind.
+stack_chroot() {
+  local overlay=0 mp=
+  if [ "$1" = --overlay ]; then overlay=1; shift; fi
+  local root=$1 binds=()
+  shift
+  if [ $overlay -eq 1 ]; then
+    mp=$(mktemp -d "${TMPDIR:-/tmp}/stack-overlay.XXXXXX")
+  fi
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do binds+=("$1"); shift; done
+  [ "${1-}" = -- ] || stack_die "stack_chroot: no -- before the command"
+  shift
+  local rc=0
+  unshare -m --propagation private -- bash -euc '
+    root=$1 mp=$2 n=$3
+    shift 3
+    if [ -n "$mp" ]; then
+      mount -t tmpfs overlay-rw "$mp"
+      mkdir "$mp/up" "$mp/work" "$mp/root"
+      mount -t overlay overlay -o "lowerdir=$root,upperdir=$mp/up,workdir=$mp/work" "$mp/root"
+      root=$mp/root
+    fi
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    for ((i = 0; i < n; i++)); do
+      src=${1%%:*} dst=${1#*:}
+      shift
+      if [ -d "$src" ]; then mkdir -p "$root$dst"; fi
+      mount --bind "$src" "$root$dst"
+    done
+    exec chroot "$root" "$@"
+  ' stack-chroot "$root" "$mp" "${#binds[@]}" "${binds[@]}" "$@" || rc=$?
+  [ -z "$mp" ] || rmdir "$mp"
+  return $rc
 }
 
 # stack_tree_hash REPO: the git tree hash of REPO's working tree as it is now (tracked and

@@ -218,9 +218,38 @@ entry!(
     segv::sigaction, "rcx", "x3"
 );
 entry!(
+    /// __sigaction, glibc's other name for sigaction(2), interposed as it.
+    __sigaction(
+        sig: c_int,
+        act: *const libc::sigaction,
+        oldact: *mut libc::sigaction
+    ) -> c_int,
+    segv::sigaction_, "rcx", "x3"
+);
+entry!(
     /// signal(3), interposed as sigaction(2) is.
     signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
     segv::signal, "rdx", "x2"
+);
+entry!(
+    /// ssignal(3), interposed as signal(3).
+    ssignal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
+    segv::ssignal, "rdx", "x2"
+);
+entry!(
+    /// bsd_signal(3), interposed as signal(3).
+    bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
+    segv::bsd_signal, "rdx", "x2"
+);
+entry!(
+    /// sysv_signal(3), interposed with System V's semantics.
+    sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
+    segv::sysv_signal, "rdx", "x2"
+);
+entry!(
+    /// __sysv_signal, the name glibc's headers give sysv_signal.
+    __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t,
+    segv::sysv_signal_, "rdx", "x2"
 );
 
 #[cfg(test)]
@@ -265,14 +294,15 @@ mod tests {
 
     #[inline(never)]
     fn call_five() -> usize {
-        // SAFETY: the test entry takes any values.
-        unsafe { cmsafe_test_entry_five(1, 2, 3, 4, 5) }
+        // SAFETY: the test entry takes any values. black_box keeps an optimized build from
+        // turning the call into a jump, which would pass our caller's return address.
+        std::hint::black_box(unsafe { cmsafe_test_entry_five(1, 2, 3, 4, 5) })
     }
 
     #[inline(never)]
     fn call_none() -> usize {
         // SAFETY: as above.
-        unsafe { cmsafe_test_entry_none() }
+        std::hint::black_box(unsafe { cmsafe_test_entry_none() })
     }
 
     #[test]

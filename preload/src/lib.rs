@@ -1,15 +1,11 @@
 //! libcmsafe_preload.so: LD_PRELOAD for unmodified RDMA programs.
 //!
-//! It interposes rdma_get_cm_event and rdma_ack_cm_event, and, to judge how events are used,
-//! rdma_destroy_id, rdma_migrate_id, rdma_destroy_event_channel and rdma_destroy_qp; to judge
-//! the lifecycles of ids and channels, rdma_create_id, rdma_create_ep, rdma_create_event_channel,
-//! rdma_get_request, rdma_accept, rdma_connect, rdma_reject, rdma_disconnect, rdma_bind_addr,
-//! rdma_resolve_addr, rdma_resolve_route, rdma_listen, rdma_create_qp and rdma_set_option
-//! (cm/wrap_ids.rs, cm/objects.rs); and
-//! libibverbs' ibv_get_cq_event, ibv_ack_cq_events and ibv_destroy_cq, to count each CQ's
-//! completion events got and acked (verbs/wrap_cq.rs, verbs/cq.rs); ibv_get_async_event,
-//! ibv_ack_async_event, ibv_destroy_qp and ibv_destroy_srq, to count each object's async events
-//! got and acked (verbs/wrap_async.rs, verbs/async_events.rs). Nothing else is exported.
+//! It interposes librdmacm's event calls and the calls that judge how events, ids and channels
+//! are used, libibverbs' completion and async event calls, and, for audit's SIGSEGV handler,
+//! sigaction and signal: the list is entry.rs's `entry!` blocks, its one source (c-tests/
+//! interposed reads it; the ABI check holds the library's exports to it, docs/preload.md names
+//! each). Nothing else is exported.
+//!
 //! CMSAFE_MODE chooses:
 //! - `audit` (default): the program sees the same events and the same ack timing; every misuse is
 //!   reported (see `audit::findings`). Copies live on guarded pages so reads after the ack are caught.
@@ -30,8 +26,10 @@
 //! the model they keep (state and judgements), on the ground the others stand on:
 //! - `cm/`: librdmacm's calls and the events, ids and channels the program holds;
 //! - `verbs/`: libibverbs' completion and async events, counted per object;
-//! - `audit/`: the findings, the report, and audit mode's guarded pages;
-//! - `sys/`: the real functions, settings, callers' places, cancellation, errno kept;
+//! - `audit/`: the findings sink and the report, and audit mode's guarded pages (userfaultfd,
+//!   or mprotect and the SIGSEGV handler);
+//! - `sys/`: the real functions, settings, callers' places, cancellation, errno kept, the
+//!   preload's own memory and threads;
 //! - `entry.rs`, the exported names, and `lifecycle.rs`, the exit and fork handlers, above all.
 
 /// The preload's allocations never take the program's malloc lock (sys/alloc.rs).

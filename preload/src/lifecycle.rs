@@ -10,20 +10,34 @@ use crate::verbs::cq::CQS;
 
 static REGISTER: Once = Once::new();
 
-/// Registers the exit and fork handlers and cancel.rs's panic hook, once, the first time the
-/// program touches librdmacm or a completion event (`quietly` calls this first).
+/// Run by the dynamic loader when the preload is loaded, before the program's main: which file
+/// stderr is (our lines go to that one only: cmsafe_core::stderr), and the exit and fork
+/// handlers. Registered this early, the exit handler runs after every one the program
+/// registers (atexit runs them last in, first out), so the summary sees what the program's own
+/// clean-up acked.
+extern "C" fn at_load() {
+    cmsafe_core::stderr::remember();
+    // SAFETY: registering plain extern "C" functions with no arguments.
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+/// What the first call that touches librdmacm or a completion event sets up, once (`quietly`
+/// calls this first): the fork marks, and cancel.rs's panic hook.
 fn register() {
     REGISTER.call_once(|| {
+        crate::sys::forked::init();
         crate::sys::cancel::install_panic_hook();
-        // SAFETY: registering plain extern "C" functions with no arguments.
-        unsafe {
-            libc::atexit(at_exit);
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_parent),
-                Some(after_fork_child),
-            );
-        }
     });
 }
 
@@ -44,6 +58,7 @@ extern "C" fn at_exit() {
             || CQS.held_here()
             || ASYNCS.held_here()
             || WATCH.held_here()
+            || crate::audit::sink::held_here()
             || crate::sys::alloc::held_here()
         {
             // Written from the stack: the allocator may be the lock this thread is inside.
@@ -74,6 +89,7 @@ extern "C" fn before_fork() {
     STATE.lock_for_fork();
     CQS.lock_for_fork();
     ASYNCS.lock_for_fork();
+    crate::audit::sink::lock_for_fork();
     RING_PAGES.lock_for_fork();
     cmsafe_core::event::lock_for_fork();
     crate::sys::alloc::lock_for_fork();
@@ -83,6 +99,7 @@ extern "C" fn after_fork_parent() {
     crate::sys::alloc::unlock_after_fork();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
+    crate::audit::sink::unlock_after_fork();
     ASYNCS.unlock_after_fork();
     CQS.unlock_after_fork();
     STATE.unlock_after_fork();
@@ -96,12 +113,12 @@ extern "C" fn after_fork_child() {
     // A fork from a signal handler that interrupted the preload's allocator: what the tables
     // free at their reset waits for their next lock, after the interrupted frame left it.
     let later = crate::sys::alloc::held_here();
-    crate::sys::whereis::forget_thread_id();
+    crate::sys::this_thread::forget_id();
     crate::audit::report_file::after_fork_in_child();
-    crate::audit::pages::after_fork_in_child();
     crate::cm::readers::after_fork_in_child();
     cmsafe_core::event::unlock_after_fork();
     RING_PAGES.unlock_after_fork();
+    crate::audit::sink::after_fork_in_child(later);
     ASYNCS.after_fork_in_child(later);
     CQS.after_fork_in_child(later);
     STATE.after_fork_in_child(

@@ -2,6 +2,7 @@
 //! and on a misuse's abort. Set up at load from the environment.
 
 use cmsafe_core::env;
+use cmsafe_core::setting::Parsed;
 use libc::{c_int, size_t};
 
 use super::{fail, guard};
@@ -111,15 +112,18 @@ extern "C" fn dump_at_exit() {
     flight::dump_to_path(false);
 }
 
-/// Sets the recorder up: `CMSAFE_FLIGHT_EVENTS` (a count; 0 turns it off) or the default, and
+/// Sets the recorder up: `CMSAFE_FLIGHT_EVENTS` (a count; 0 turns it off) or the default (also
+/// when it is empty), and
 /// `CMSAFE_FLIGHT_DUMP` (a path: the dump at exit and on a misuse's abort, which otherwise goes
 /// to stderr). A value that is no count is said on stderr, and the default kept. Under
 /// AT_SECURE (setuid, setgid, file capabilities) neither is read: the defaults apply.
 extern "C" fn set_up() {
-    let events = match env::var(c"CMSAFE_FLIGHT_EVENTS").map(|v| v.parse::<usize>()) {
-        None => flight::DEFAULT_FLIGHT_EVENTS,
-        Some(Ok(n)) if n <= flight::MAX_FLIGHT_EVENTS => n,
-        Some(_) => {
+    // Which file stderr is, before the program runs: our lines go to that one only.
+    cmsafe_core::stderr::remember();
+    let events = match flight::events_setting(env::var(c"CMSAFE_FLIGHT_EVENTS").as_deref()) {
+        Parsed::Unset => flight::DEFAULT_FLIGHT_EVENTS,
+        Parsed::Value(n) => n,
+        Parsed::Invalid => {
             cmsafe_core::stderr::line(format_args!(
                 "cmsafe: CMSAFE_FLIGHT_EVENTS is not a count from 0 to {}: the flight recorder keeps {}",
                 flight::MAX_FLIGHT_EVENTS,
@@ -200,6 +204,45 @@ mod tests {
         let said = String::from_utf8_lossy(&setuid.stdout);
         assert!(said.contains("size 4096 log WARN"), "{said}");
         assert_eq!(d.names(), Vec::<String>::new(), "no dump: {setuid:?}");
+    }
+
+    const EVENTS: &str = "ffi::flight::tests::the_size_setting_is_a_count_or_the_default";
+
+    /// CMSAFE_FLIGHT_EVENTS, read at load: a count from 0 to CMSAFE_FLIGHT_MAX_EVENTS, white
+    /// space around it ignored; empty, the default said nowhere; anything else, the default
+    /// and one line on stderr.
+    #[test]
+    fn the_size_setting_is_a_count_or_the_default() {
+        if child_part().is_some() {
+            println!("size {}", cmsafe_core::flight::size());
+            return;
+        }
+        let said = "cmsafe: CMSAFE_FLIGHT_EVENTS is not a count from 0 to 1048576: the flight \
+                    recorder keeps 4096";
+        for (value, size, says) in [
+            (" 7\n", 7, false),
+            ("+3", 3, false),
+            ("0", 0, false),
+            ("1048576", 1048576, false),
+            ("", 4096, false),
+            ("1048577", 4096, true),
+            ("-1", 4096, true),
+            ("seven", 4096, true),
+        ] {
+            let out = rerun_with(
+                EVENTS,
+                "events",
+                &[("CMSAFE_FLIGHT_EVENTS", OsStr::new(value))],
+            );
+            assert!(out.status.success(), "{value:?}: {out:?}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains(&format!("size {size}\n")),
+                "{value:?}: {stdout}"
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stderr.contains(said), says, "{value:?}: {stderr}");
+        }
     }
 
     /// The types of the events a child copies and releases: three records in its ring.

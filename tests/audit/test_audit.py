@@ -219,6 +219,26 @@ class PreloadPath(Case):
             f.write("not ELF\n")
         self.refused(lib, "not a shared object")
 
+    def test_elf_that_ld_so_leaves_out(self):
+        # An object file (the library's own bytes, e_type made ET_REL) and an executable built
+        # as PIE: ELF both, and ld.so would ignore either with a warning.
+        lib = self.path("lib.so")
+        with open(STANDIN, "rb") as f:
+            elf = bytearray(f.read())
+        elf[16:18] = (1).to_bytes(2, "little")
+        with open(lib, "wb") as f:
+            f.write(elf)
+        self.refused(lib, "ld.so cannot preload it (only ET_DYN and ET_EXEC can be loaded)")
+        self.refused(os.path.realpath(shutil.which("true")),
+                     "ld.so cannot preload it (cannot dynamically load position-independent "
+                     "executable)")
+
+    def test_a_name_with_a_newline_is_one_line(self):
+        lib = self.path("a\nb.so")
+        status, _, err = self.audit("--", "true", env=self.env(CMSAFE_PRELOAD_LIB=lib))
+        self.assertEqual((status, err), (127, "cmsafe-audit: CMSAFE_PRELOAD_LIB=%s: no such "
+                                              "file\n" % lib.replace("\n", "?")))
+
     def test_missing(self):
         lib = self.path("none.so")
         status, _, err = self.audit("--", "true", env=self.env(CMSAFE_PRELOAD_LIB=lib))
@@ -244,6 +264,22 @@ class Reports(Case):
         self.assertEqual((status, err), (0, ""))
         self.assertEqual([f for f in os.listdir(self.path("sub"))], [])
         self.assertEqual(len([f for f in os.listdir(self.dir) if f.startswith("r-")]), 1)
+
+    def test_the_timeline_never_replaces_the_report(self):
+        # The same file by another spelling, or through a symbolic link: refused before the
+        # program runs, the report left as it was.
+        mark = self.path("ran")
+        with open(self.path("r.json"), "w") as f:
+            f.write("kept\n")
+        os.symlink("r.json", self.path("link.json"))
+        for timeline in ("r.json", "./r.json", "sub/../r.json", "link.json"):
+            status, _, err = self.audit("--report", "r.json", "--timeline", timeline, "--",
+                                        "touch", mark)
+            self.assertEqual(status, 2, timeline)
+            self.assertIn("--report and --timeline name the same file", err)
+            self.assertFalse(os.path.exists(mark), timeline)
+        with open(self.path("r.json")) as f:
+            self.assertEqual(f.read(), "kept\n")
 
     def test_a_relative_report_makes_the_timeline(self):
         os.mkdir(self.path("sub"))

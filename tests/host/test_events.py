@@ -87,6 +87,35 @@ class DestroyWithUnacked(HostTest):
         self.assertFinding(r, "destroy-in-own-handler", "1", "ESTABLISHED")
 
 
+class DestroyQpWithAnotherThreadsEvent(HostTest):
+    """rdma_destroy_qp while an event thread holds the id's DISCONNECTED for 800 ms: librdmacm's
+    call waits for no ack, so audit's returns first too (it waited up to CMSAFE_LATE_ACK_MS for
+    the ack, so with 5000 it returned after it); the finding comes at the ack, when that is more
+    than CMSAFE_LATE_ACK_MS after the call."""
+
+    argv = [program("events"), "destroy-qp-held", "800"]
+
+    def test_every_mode_returns_before_the_ack(self):
+        for mode in ("raw",) + MODES:
+            with self.subTest(mode=mode):
+                r = run(self.argv, mode, env={"CMSAFE_LATE_ACK_MS": "5000"})
+                self.assertStatus(r, 0)
+                self.assertEqual(r.out_lines, ["rdma_destroy_qp returned before the ack"], r)
+                if mode != "raw":
+                    self.assertNoFinding(r)
+
+    def test_an_ack_past_the_grace_is_said_at_the_ack(self):
+        r = run(self.argv, "audit", env={"CMSAFE_LATE_ACK_MS": "200"})
+        self.assertStatus(r, 0)
+        self.assertEqual(r.out_lines, ["rdma_destroy_qp returned before the ack"], r)
+        said = [line for line in r.err_lines if line.startswith("==cmsafe== qp-destroy-before-ack: ")]
+        self.assertEqual(len(said), 1, r)
+        self.assertIn("seq=1 type=DISCONNECTED", said[0])
+        self.assertRegex(said[0], r"acked by another thread [0-9.]+ ms after this call, "
+                                  r"past CMSAFE_LATE_ACK_MS=200\)")
+        self.assertSummary(r, "audit", 1, 2)
+
+
 class SafeCopiesOfDestroyedIds(HostTest):
     """Safe mode's copy of an event the program never acked goes with its id's destroy, as the
     acked ones do: 60,000 such ids leave the resident set where it was after the first 20,000

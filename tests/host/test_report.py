@@ -134,6 +134,38 @@ class ReportFile(HostTest):
                                  [child])
 
 
+    def closeall_runs(self, then: str):
+        """report closeall OWN THEN in each mode, each checked to leave OWN as the program wrote
+        it: (mode, the run, the report's path, its directory) for each."""
+        for mode in MODES:
+            with self.subTest(mode=mode):
+                d = self.tmpdir()
+                path, own = os.path.join(d, "report.json"), os.path.join(d, "own")
+                r = self.report_run(path, mode, "closeall", own, then)
+                self.assertStatus(r, 0)
+                with open(own, "rb") as f:
+                    self.assertEqual(f.read(), b"program data\n", r)
+                yield r, path, d
+
+    def test_a_program_that_closes_the_reports_descriptor_never_gets_its_lines(self):
+        # The program closes every descriptor above its channel's after the first event, then
+        # makes a file of its own, which gets the report's old number (the program says it).
+        for r, path, _ in self.closeall_runs("keep"):
+            self.assertReport(path, r)
+            said = [line for line in r.err_lines if "==cmsafe== report" in line]
+            self.assertEqual(said, ["==cmsafe== report %s: the program closed its descriptor; "
+                                    "reopened" % path], r)
+
+    def test_a_closed_descriptor_and_a_removed_report_stop_the_report(self):
+        # As above, the report removed before the close: the program's new file may get the
+        # removed file's inode number too; nothing of ours lands in it, and the lines that
+        # could not be written are counted (two events and the destroy record).
+        for r, _, d in self.closeall_runs("unlink"):
+            self.assertEqual(os.listdir(d), ["own"], r)
+            self.assertIn("==cmsafe==   report: 3 records not written (the program closed its "
+                          "descriptor and the file is no longer at its name: No such file or "
+                          "directory (os error 2))", r.err_lines, r)
+
 class FullFilesystem(HostTest):
     """The report on a tmpfs of 8 KiB, mounted for the test: most records cannot be written."""
 

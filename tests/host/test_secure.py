@@ -63,7 +63,8 @@ class Secure(HostTest):
             os.chown(setuid, nobody.pw_uid, nobody.pw_gid)
             os.chmod(setuid, 0o4755)
 
-    def secure_run(self, prog: str, setuid: bool, settings: dict[str, str]) -> tuple[Run, str]:
+    def secure_run(self, prog: str, setuid: bool, settings: dict[str, str],
+                   *args: str) -> tuple[Run, str]:
         """PROG (setuid to nobody, or not) with SETTINGS, each a file name made a path in a
         directory anyone may write (so that a file made there cannot fail for want of
         permission): the run and that directory."""
@@ -71,7 +72,7 @@ class Secure(HostTest):
         os.chmod(out, 0o777)
         env = {k: os.path.join(out, v) if v.endswith(".json") else v for k, v in settings.items()}
         exe = os.path.join(self.dir, prog + ("-setuid" if setuid else ""))
-        r = run([exe, "1" if setuid else "0"], "raw", env)
+        r = run([exe, "1" if setuid else "0", *args], "raw", env)
         # No LD_PRELOAD: the preload, if any, is linked in.
         r.mode = "setuid to nobody" if setuid else "not setuid"
         self.assertStatus(r, 0)
@@ -92,6 +93,25 @@ class Secure(HostTest):
         r, out = self.secure_run("secure", True, self.PRELOAD_SETTINGS)
         self.assertSummary(r, "audit", events=1, findings=0)
         self.assertEqual(os.listdir(out), [], r)
+
+    def test_preload_says_no_address_to_a_setuid_programs_caller(self):
+        # A finding's line carries the program's addresses (its id, its code): under AT_SECURE
+        # the caller (nobody here) must not learn where a privileged program's heap and code
+        # are. Counted in the summary, said nowhere.
+        for setuid in (False, True):
+            with self.subTest(setuid=setuid):
+                r, _ = self.secure_run("secure", setuid, {}, "unacked")
+                self.assertSummary(r, "audit", events=2, findings=1)
+                lines = [l for l in r.err_lines if l.startswith("==cmsafe== never-acked:")]
+                kinds = [l for l in r.err_lines if l.startswith("==cmsafe==   never-acked: 1")]
+                self.assertEqual(len(kinds), 1, r)
+                if setuid:
+                    self.assertEqual(lines, [], r)
+                    self.assertEqual(kinds, ["==cmsafe==   never-acked: 1"], r)
+                    self.assertFalse(any("0x" in l for l in r.err_lines), r)
+                else:
+                    self.assertEqual(len(lines), 1, r)
+                    self.assertIn("(first: ", kinds[0], r)
 
     def test_libcmsafe_takes_its_settings_when_not_setuid(self):
         r, out = self.secure_run("secure_api", False, self.API_SETTINGS)

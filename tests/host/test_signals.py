@@ -83,6 +83,19 @@ class HandlerAfterFirstEvent(HostTest):
                 self.assertEqual(r.out_lines, ["after the ack: " + TOKEN], r)
                 self.assertFinding(r, "use-after-ack", "1", "CONNECT_REQUEST")
 
+    def test_each_of_glibcs_names_is_kept_as_the_programs(self):
+        # The crash reporter set through each of glibc's other names for sigaction and signal:
+        # raw it never runs (the read of freed memory succeeds); under the mprotect guard it
+        # must not take audit's fault either.
+        for how in ("__sigaction", "signal", "ssignal", "bsd_signal", "sysv_signal"):
+            argv = self.argv + [how]
+            self.assertStatus(run(argv), 0)
+            with self.subTest(how=how):
+                r = run(argv, "audit+mprotect")
+                self.assertStatus(r, 0)
+                self.assertEqual(r.out_lines, ["after the ack: " + TOKEN], r)
+                self.assertFinding(r, "use-after-ack", "1", "CONNECT_REQUEST")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,7 @@
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -276,6 +277,27 @@ class NotAFile(Case):
         os.mkfifo(fifo)
         status, _, err = command("--check", fifo, data("overlap.json"))
         self.one_line_error(status, err, "t.json: not a regular file")
+
+
+class OutOfMemory(Case):
+    """A report larger than the memory the converter may have (ulimit -v): one line, no
+    MemoryError traceback."""
+
+    def test_a_report_past_the_address_space_limit(self):
+        big = self.path("big.json")
+        with open(big, "wb") as f:
+            f.truncate(1 << 30)  # sparse: costs no disk
+        limit = 600 << 20
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        done = subprocess.run([sys.executable, SCRIPT, "-o", self.path("t.json"), big],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                              check=False, preexec_fn=cap)
+        err = done.stderr.decode("utf-8", "replace")
+        self.one_line_error(done.returncode, err, "out of memory reading the reports", "big.json")
+        self.assertFalse(os.path.exists(self.path("t.json")), "no timeline written")
 
 
 class Cut(Case):

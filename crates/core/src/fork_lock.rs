@@ -7,10 +7,12 @@
 //!
 //! A program may call fork(2) or exit(3) from a signal handler (a service's SIGTERM handler
 //! often exits), and the signal may land while this very thread holds the lock inside one of
-//! our calls. Waiting for it there waits forever. So each thread keeps, in a thread-local list,
-//! the mutexes it is taking or holds (entered before the attempt, so there is no window between
-//! winning the lock and being known to hold it), and the exit and fork paths ask
-//! [`ForkSafeMutex::held_here`] first: [`ForkSafeMutex::lock_unless_held_here`] gives up at once
+//! our calls. Waiting for it there waits forever. So a mutex knows its holder (a word naming
+//! the thread, written once it is won and cleared just before it is released: [`HolderWord`]),
+//! and each thread says which mutex it is taking or releasing (set before the attempt or the
+//! clearing, restored once the holder word is written or the lock released): there is no
+//! moment at which the thread holds the lock and nothing says so. The exit and fork paths
+//! ask [`ForkSafeMutex::held_here`] first: [`ForkSafeMutex::lock_unless_held_here`] gives up at once
 //! instead of waiting for itself. A fork that skipped a lock leaves it to the interrupted frame,
 //! which the child inherits and which releases it when the handler returns; the child's reset of
 //! the data then runs at the next lock ([`ForkSafeMutex::after_fork_in_child`]).
@@ -22,43 +24,27 @@
 //! each drop theirs; in the child that drop may issue a futex wake for waiters that were left
 //! behind in the parent, which wakes nobody.
 
+use cmsafe_sync::HolderWord;
 use std::cell::{Cell, UnsafeCell};
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// How many of these mutexes one thread may be in at once: the preload's tracker with the
-/// pool's list inside it is the deepest nesting (two); entries past this are not recorded, and
-/// only the exit and fork paths' give-up then cannot see them.
-const DEPTH: usize = 4;
-
 thread_local! {
-    /// The addresses of the mutexes this thread is taking or holds, innermost last.
-    static HELD: Cell<[usize; DEPTH]> = const { Cell::new([0; DEPTH]) };
-}
-
-fn enter(addr: usize) {
-    HELD.with(|h| {
-        let mut v = h.get();
-        if let Some(slot) = v.iter_mut().find(|a| **a == 0) {
-            *slot = addr;
-            h.set(v);
-        }
-    });
-}
-
-fn leave(addr: usize) {
-    HELD.with(|h| {
-        let mut v = h.get();
-        if let Some(slot) = v.iter_mut().rev().find(|a| **a == addr) {
-            *slot = 0;
-            h.set(v);
-        }
-    });
+    /// The mutex this thread is taking or releasing (its address), 0 when none; the cell's own
+    /// address names the thread in a mutex's holder word. A signal handler that takes one of
+    /// these locks in the middle of another's window restores the value it found.
+    static TAKING: Cell<usize> = const { Cell::new(0) };
 }
 
 pub struct ForkSafeMutex<T: 'static> {
     inner: Mutex<T>,
+    /// The thread that holds `inner`: named once it won the lock, cleared just before it
+    /// releases it. With `TAKING`, a reader on the holder's own thread (a signal handler) sees
+    /// the thread named from before the win to after the release, never the lock held and
+    /// nothing named.
+    holder: HolderWord,
     /// The prepare handler's guard, until the parent or child handler drops it. Touched only by
     /// the forking thread, while it holds `inner`.
     fork_guard: UnsafeCell<Option<MutexGuard<'static, T>>>,
@@ -74,10 +60,14 @@ pub struct ForkSafeMutex<T: 'static> {
 // that holds `inner` (the pthread_atfork handlers run in the forking thread).
 unsafe impl<T: Send> Sync for ForkSafeMutex<T> {}
 
-/// The data, locked: the mutex's guard, which also leaves this thread's list when dropped.
+/// The data, locked: the mutex's guard, which also clears the holder word when dropped.
 pub struct ForkSafeGuard<'a, T: 'static> {
-    guard: MutexGuard<'a, T>,
-    addr: usize,
+    /// Dropped by hand, after the holder word is cleared (`Drop`).
+    guard: ManuallyDrop<MutexGuard<'a, T>>,
+    mutex: &'a ForkSafeMutex<T>,
+    /// This thread's `TAKING` cell, kept so the release needs no second look-up: the guard
+    /// never leaves the thread (a `MutexGuard` is not `Send`), so the cell outlives it.
+    taking: *const Cell<usize>,
 }
 
 impl<T> Deref for ForkSafeGuard<'_, T> {
@@ -95,10 +85,17 @@ impl<T> DerefMut for ForkSafeGuard<'_, T> {
 
 impl<T> Drop for ForkSafeGuard<'_, T> {
     fn drop(&mut self) {
-        // Left after the unlock would leave a window in which this thread, interrupted, takes
-        // itself for the holder of a lock it released: harmless (the exit path gives up once
-        // more than it needs to). Left before the unlock would be the deadlock again.
-        leave(self.addr);
+        // SAFETY: see `taking`: this thread's cell, alive while the thread runs.
+        let taking = unsafe { &*self.taking };
+        // TAKING says "releasing" before the holder word is cleared and until the lock is
+        // released: in between, this thread, interrupted, takes itself for the holder of a
+        // lock it is releasing, which is harmless (the exit path gives up once more than it
+        // needs to); never the lock held and nothing saying so.
+        let before = taking.replace(self.mutex.addr());
+        self.mutex.holder.clear();
+        // SAFETY: dropped once, here; `guard` is not used after.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        taking.set(before);
     }
 }
 
@@ -106,12 +103,14 @@ impl<T: 'static> ForkSafeMutex<T> {
     pub const fn new(data: T) -> Self {
         ForkSafeMutex {
             inner: Mutex::new(data),
+            holder: HolderWord::new(),
             fork_guard: UnsafeCell::new(None),
             skipped: AtomicBool::new(false),
             pending_reset: AtomicUsize::new(0),
         }
     }
 
+    #[inline]
     fn addr(&self) -> usize {
         self as *const Self as usize
     }
@@ -119,25 +118,39 @@ impl<T: 'static> ForkSafeMutex<T> {
     /// The data, locked. A panic caught while it was held (the preload catches every one) does
     /// not make it unusable: the data is whatever the panicking code left, as before.
     pub fn lock(&self) -> ForkSafeGuard<'_, T> {
-        enter(self.addr());
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, taking) = self.take();
         // Relaxed: set and read under the lock (the child's handler, or its interrupted frame's
         // unlock, came before this lock in the same process).
         if self.pending_reset.load(Ordering::Relaxed) != 0 {
             run_reset::<T>(&self.pending_reset, &mut guard);
         }
         ForkSafeGuard {
-            guard,
-            addr: self.addr(),
+            guard: ManuallyDrop::new(guard),
+            mutex: self,
+            taking,
         }
+    }
+
+    /// Takes `inner` with this thread named as taking it, then as its holder (module doc): one
+    /// look-up of the thread-local, whose cell is returned for the release.
+    #[inline]
+    fn take(&self) -> (MutexGuard<'_, T>, *const Cell<usize>) {
+        TAKING.with(|taking| {
+            let before = taking.replace(self.addr());
+            let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            self.holder.claim(taking as *const Cell<usize> as usize);
+            taking.set(before);
+            (guard, taking as *const Cell<usize>)
+        })
     }
 
     /// Whether the calling thread is taking or holds this lock: true only when the caller is a
     /// signal handler (or exit or fork handler run from one) that interrupted our own code
-    /// inside it. Async-signal-safe: a thread-local read.
+    /// inside it. Async-signal-safe: a thread-local read and a load.
     pub fn held_here(&self) -> bool {
-        let addr = self.addr();
-        HELD.with(|h| h.get().contains(&addr))
+        TAKING.with(|taking| {
+            taking.get() == self.addr() || self.holder.names(taking as *const Cell<usize> as usize)
+        })
     }
 
     /// The data, locked, unless the calling thread itself is inside the lock (`held_here`):
@@ -164,8 +177,7 @@ impl<T: 'static> ForkSafeMutex<T> {
             self.skipped.store(true, Ordering::Relaxed);
             return;
         }
-        enter(self.addr());
-        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = self.take();
         // SAFETY: only the thread holding `inner` touches `fork_guard` (see above).
         unsafe { *self.fork_guard.get() = Some(guard) };
     }
@@ -177,9 +189,13 @@ impl<T: 'static> ForkSafeMutex<T> {
         }
         // SAFETY: as in `lock_for_fork`: this thread still holds `inner` through that guard.
         let guard = unsafe { (*self.fork_guard.get()).take() };
-        if guard.is_some() {
-            drop(guard);
-            leave(self.addr());
+        if let Some(guard) = guard {
+            TAKING.with(|taking| {
+                let before = taking.replace(self.addr());
+                self.holder.clear();
+                drop(guard);
+                taking.set(before);
+            });
         }
     }
 

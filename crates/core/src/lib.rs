@@ -21,7 +21,7 @@
 //! - [`errno`] and [`clock`]: the calling thread's errno and the clocks read, for this crate,
 //!   the C ABI and the preload alike.
 //! - [`env`]: the settings read from the environment, none under AT_SECURE (setuid, setgid,
-//!   file capabilities).
+//!   file capabilities); [`setting`]: their text to a value, pure functions (fuzzed: `fuzz/`).
 //! - [`outfile`]: the files cmsafe writes (the flight recorder's dump, the preload's report):
 //!   new, 0600, never through a symlink, one per process, their failed writes counted.
 //! - `pool`: the refcounted slots events and buffers live in; `stderr`: lines to stderr that
@@ -47,6 +47,7 @@ pub mod page;
 mod pool;
 pub mod recent;
 pub mod safe;
+pub mod setting;
 pub mod snapshot;
 pub mod stats;
 pub mod status;

@@ -171,10 +171,11 @@ pub struct Creation {
     pub file: Result<OwnedFd, Errno>,
 }
 
-/// Creates `path`, for writing, as a new file of our own: open(2) with O_CREAT|O_EXCL, so an
+/// Creates `path`, for writing, as a new file of our own: open with O_CREAT|O_EXCL, so an
 /// existing name of any kind (a file, a symlink, dangling or not, a FIFO, a device) is never
 /// opened, let alone truncated or followed; O_NOFOLLOW and O_NONBLOCK besides, so that nothing
-/// could make the open follow a link or wait on a FIFO; O_CLOEXEC; mode 0600 (the file may hold
+/// could make the open follow a link or wait on a FIFO, and no symbolic link in a directory of
+/// the path either (openat2(2) RESOLVE_NO_SYMLINKS: ELOOP); O_CLOEXEC; mode 0600 (the file may hold
 /// heap addresses), which the umask can only narrow, never widen. Then fstat(2): anything but a
 /// regular file is refused (EINVAL), though O_EXCL already makes one.
 ///
@@ -203,28 +204,126 @@ pub fn create(path: Path) -> Creation {
     }
 }
 
+/// struct open_how (linux/openat2.h).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// openat2(2)'s RESOLVE_NO_SYMLINKS: no symbolic link anywhere on the path.
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
 /// The new file at `path` (see [`create`]).
 fn open_new(path: &CStr) -> Result<OwnedFd, Errno> {
-    // SAFETY: a NUL-terminated path; flags and mode are plain integers.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_WRONLY
-                | libc::O_CREAT
-                | libc::O_EXCL
-                | libc::O_NOFOLLOW
-                | libc::O_NONBLOCK
-                | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
+    let file = open_no_symlinks(path, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL)?;
+    regular(file.as_raw_fd())?;
+    Ok(file)
+}
+
+/// A file's identity: its device and inode numbers and, where the filesystem keeps one, its
+/// birth time: an inode number freed by a removed file and given to a new one (the program's,
+/// made at the number of a descriptor of ours it closed) differs by its birth time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    /// Seconds and nanoseconds; (0, 0) where there is none.
+    born: (i64, u32),
+}
+
+/// The identity of the file open at `fd`: statx(2), or fstat(2) (no birth time) where statx is
+/// missing (before Linux 4.11) or refused; else the errno.
+pub fn identity(fd: RawFd) -> Result<Identity, Errno> {
+    // SAFETY: all-zero is a valid `statx`, which statx(2) fills.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH names `fd`; a live out pointer.
+    let done = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_INO | libc::STATX_BTIME,
+            &mut stx,
         )
+    };
+    if done == 0 {
+        let born = if stx.stx_mask & libc::STATX_BTIME != 0 {
+            (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)
+        } else {
+            (0, 0)
+        };
+        return Ok(Identity {
+            dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+            ino: stx.stx_ino,
+            born,
+        });
+    }
+    match errno::get() {
+        libc::ENOSYS | libc::EPERM => {}
+        e => return Err(e),
+    }
+    // SAFETY: all-zero is a valid `stat`, which fstat(2) fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer; any fd is fine (a bad one fails).
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(errno::get());
+    }
+    Ok(Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        born: (0, 0),
+    })
+}
+
+/// The file [`create`] made at `path` (identity `made`), opened again for appending, when the
+/// descriptor we had of it is gone (a program that closes every descriptor it does not know
+/// of). Opened by the same rules but never created (no O_CREAT), and kept only when it is the
+/// very file made (ESTALE otherwise: another file put at the name since, which is not ours to
+/// write).
+pub fn reopen(path: &CStr, made: Identity) -> Result<OwnedFd, Errno> {
+    let file = open_no_symlinks(path, libc::O_WRONLY | libc::O_APPEND)?;
+    if identity(file.as_raw_fd())? != made {
+        return Err(libc::ESTALE);
+    }
+    Ok(file)
+}
+
+/// `path` opened with `flags` and O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC besides, mode 0600 when
+/// it creates the file, and no symbolic link anywhere on the path where the kernel can refuse
+/// one (see `create`).
+fn open_no_symlinks(path: &CStr, flags: libc::c_int) -> Result<OwnedFd, Errno> {
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: if flags & libc::O_CREAT != 0 { 0o600 } else { 0 },
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // A symbolic link in a directory of the path would let whoever made it choose where a
+    // privileged program's file is made: openat2(2) refuses any (ELOOP). Before Linux 5.6, or
+    // where a seccomp filter refuses the call, open(2) refuses one at the name itself only.
+    // SAFETY: a NUL-terminated path and an open_how of its size.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    } as i32;
+    let fd = if fd < 0 && matches!(errno::get(), libc::ENOSYS | libc::EPERM) {
+        // SAFETY: a NUL-terminated path; flags and mode are plain integers.
+        unsafe { libc::open(path.as_ptr(), flags, 0o600 as libc::c_uint) }
+    } else {
+        fd
     };
     if fd < 0 {
         return Err(errno::get());
     }
     // SAFETY: a descriptor open(2) just gave us, owned by nothing else.
-    let file = unsafe { OwnedFd::from_raw_fd(fd) };
-    regular(file.as_raw_fd())?;
-    Ok(file)
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Ok when `fd` is a regular file; EINVAL when it is anything else, or fstat(2)'s errno.
@@ -243,8 +342,18 @@ fn regular(fd: RawFd) -> Result<(), Errno> {
 
 /// Writes all of `buf` to `fd`, in as many write(2)s as it takes; EINTR is retried. The errno of
 /// the write that failed otherwise (what came before it is written), EIO for a write of
-/// nothing. No allocation, no lock.
-pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
+/// nothing, EFBIG (written up to the limit, no SIGXFSZ) when it would pass RLIMIT_FSIZE. No
+/// allocation, no lock.
+pub fn write_all(fd: RawFd, buf: &[u8]) -> Result<(), Errno> {
+    let room = room(fd, buf.len());
+    write_whole(fd, &buf[..room])?;
+    if room < buf.len() {
+        return Err(libc::EFBIG);
+    }
+    Ok(())
+}
+
+fn write_whole(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
     while !buf.is_empty() {
         // SAFETY: reads `buf.len()` bytes of a live buffer; any fd is fine (a bad one fails).
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
@@ -260,6 +369,27 @@ pub fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
         }
     }
     Ok(())
+}
+
+/// How many of `len` more bytes at `fd`'s position stay within RLIMIT_FSIZE. Past it, write(2)
+/// raises SIGXFSZ, whose default action kills the process: a program with a size limit would die
+/// of our report or dump, where it lives without them; the file is cut there instead, as a full
+/// disk cuts it. A descriptor with no position (a pipe, a socket) has no size to limit.
+fn room(fd: RawFd, len: usize) -> usize {
+    // SAFETY: all-zero is a valid rlimit, which getrlimit(2) fills.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return len;
+    }
+    // SAFETY: lseek(2) that only reads the position.
+    let at = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    if at < 0 {
+        return len;
+    }
+    lim.rlim_cur.saturating_sub(at as u64).min(len as u64) as usize
 }
 
 /// Writes to one of our files that failed: counted, for a caller's exit summary, with the
@@ -318,6 +448,101 @@ impl Default for WriteFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A symbolic link to a directory, anywhere on the path, is refused (ELOOP), so whoever
+    /// made it cannot choose where the file is made; the same path without the link works.
+    #[test]
+    fn no_file_is_made_through_a_linked_directory() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-linkdir-{}", std::process::id()));
+        let real = dir.join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.join("link")).unwrap();
+        let path = |p: &std::path::Path| Path::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let through = create(path(&dir.join("link").join("r.json")));
+        assert_eq!(through.file.err(), Some(libc::ELOOP));
+        assert!(
+            !real.join("r.json").exists(),
+            "nothing made behind the link"
+        );
+        assert!(create(path(&real.join("r.json"))).file.is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file made is opened again by its name only while it is the very file made: not after
+    /// it was removed and another made at its name, whose inode number may be the removed
+    /// file's own (the birth time tells them apart), and not through a symbolic link.
+    #[test]
+    fn a_file_is_reopened_only_while_it_is_the_one_made() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-reopen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = dir.join("r.json");
+        let path = Path::new(name.as_os_str().as_encoded_bytes()).unwrap();
+        let made = create(Path::new(name.as_os_str().as_encoded_bytes()).unwrap())
+            .file
+            .unwrap();
+        let was = identity(made.as_raw_fd()).unwrap();
+        write_all(made.as_raw_fd(), b"one\n").unwrap();
+        let again = reopen(path.as_c_str(), was).unwrap();
+        assert_eq!(identity(again.as_raw_fd()), Ok(was));
+        write_all(again.as_raw_fd(), b"two\n").unwrap();
+        assert_eq!(
+            std::fs::read(&name).unwrap(),
+            b"one\ntwo\n",
+            "appended, not truncated"
+        );
+        drop((made, again));
+        // Removed, and a file of someone else's made at the name: the inode number freed is
+        // often the one the new file gets.
+        std::fs::remove_file(&name).unwrap();
+        std::fs::write(&name, b"theirs\n").unwrap();
+        assert_eq!(reopen(path.as_c_str(), was).err(), Some(libc::ESTALE));
+        assert_eq!(std::fs::read(&name).unwrap(), b"theirs\n");
+        // A symbolic link at the name, to the file made: not followed.
+        std::fs::remove_file(&name).unwrap();
+        let other = dir.join("other.json");
+        let other_path = Path::new(other.as_os_str().as_encoded_bytes()).unwrap();
+        let made = create(other_path).file.unwrap();
+        let was = identity(made.as_raw_fd()).unwrap();
+        std::os::unix::fs::symlink(&other, &name).unwrap();
+        assert_eq!(reopen(path.as_c_str(), was).err(), Some(libc::ELOOP));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Past RLIMIT_FSIZE a write fails with EFBIG and raises no SIGXFSZ (whose default kills):
+    /// in a child, so that the limit and the signal stay there.
+    #[test]
+    fn a_write_past_the_size_limit_fails_and_kills_nothing() {
+        let dir = std::env::temp_dir().join(format!("cmsafe-fsize-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = CString::new(dir.join("r").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: fork(2) in a test: the child makes plain system calls and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let lim = libc::rlimit {
+                rlim_cur: 100,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: plain calls on the child's own limit and a new file of its own.
+            let code = unsafe {
+                libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+                let fd = libc::open(name.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+                match (write_all(fd, &[b'x'; 60]), write_all(fd, &[b'y'; 60])) {
+                    (Ok(()), Err(libc::EFBIG)) => 0,
+                    _ => 1,
+                }
+            };
+            // SAFETY: leaving the child.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "killed: {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0);
+        // Cut at the limit, as a full disk cuts it.
+        assert_eq!(std::fs::metadata(dir.join("r")).unwrap().len(), 100);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::stderr::test_child::TestDir;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::sync::atomic::AtomicU32;

@@ -196,6 +196,13 @@ impl Drop for Cache {
     fn drop(&mut self) {
         if let Some(slab) = self.owner.get() {
             for (class, ring) in self.rings.iter().enumerate() {
+                // A thread's caches are dropped at its end, and at exit(3) for the exiting
+                // thread: from a signal handler that interrupted this thread inside a list's
+                // lock, that list is the thread's own and waiting for it is forever. The ring's
+                // slots are then left where they are (the thread, or the process, is ending).
+                if slab.classes[class].list.held_here() {
+                    continue;
+                }
                 slab.give_back(class, ring, ring.len.get());
             }
         }

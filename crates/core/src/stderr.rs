@@ -7,6 +7,7 @@
 //! buffer on the stack: nothing here allocates, so a misuse's abort path may use it.
 
 use std::fmt::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Room for one line: a line that fits goes out in one write(2), so lines of concurrent
 /// threads do not interleave (a pipe writes up to PIPE_BUF bytes at once); a longer one goes
@@ -20,15 +21,28 @@ pub(crate) struct FdOut {
     buf: [u8; LINE],
     len: usize,
     error: i32,
+    /// Our own lines on the program's stderr: written only to the stderr the program started
+    /// with, and never waited on (`ours`).
+    ours: bool,
 }
 
 impl FdOut {
+    /// For a caller's descriptor (cmsafe_flight_dump's): written as it asks, blocking or not.
     pub(crate) fn new(fd: i32) -> Self {
         FdOut {
             fd,
             buf: [0; LINE],
             len: 0,
             error: 0,
+            ours: false,
+        }
+    }
+
+    /// For our lines on stderr (`fd` 2, or a copy of it): never waited on (`ours`).
+    pub(crate) fn stderr(fd: i32) -> Self {
+        FdOut {
+            ours: true,
+            ..FdOut::new(fd)
         }
     }
 
@@ -40,8 +54,13 @@ impl FdOut {
 
     /// Writes out what is buffered (retrying EINTR and short writes); nothing after an error.
     pub(crate) fn flush(&mut self) {
-        if self.error == 0 {
-            if let Err(e) = crate::outfile::write_all(self.fd, &self.buf[..self.len]) {
+        if self.error == 0 && self.len > 0 {
+            let done = if self.ours {
+                ours(self.fd, &self.buf[..self.len])
+            } else {
+                crate::outfile::write_all(self.fd, &self.buf[..self.len])
+            };
+            if let Err(e) = done {
                 self.error = e;
             }
         }
@@ -70,9 +89,113 @@ impl Write for FdOut {
     }
 }
 
-/// Writes `args` and a newline to stderr, ignoring errors. Never panics, never allocates.
+/// The identity (device, inode) of the file the process's stderr was when the library was
+/// loaded; 0 for none remembered (`remember` not called), u64::MAX when fd 2 was closed then.
+static STARTED_WITH: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Our lines that were not written: stderr would have blocked (a pipe nobody drains, a
+/// terminal stopped by ^S), or it is no longer the file it was at load.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+fn identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: all-zero is a valid `stat`, which fstat(2) fills; any fd is fine.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// Remembers which file the process's stderr is: called when a library of ours is loaded,
+/// before the program runs. A daemon that later closes its stderr and gets a socket or a file of
+/// its own at fd 2 then never finds our lines in it.
+pub fn remember() {
+    let (dev, ino) = identity(2).unwrap_or((u64::MAX, u64::MAX));
+    STARTED_WITH[0].store(dev, Ordering::Relaxed);
+    STARTED_WITH[1].store(ino, Ordering::Relaxed);
+}
+
+/// How many of our lines were not written (`DROPPED`).
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Writes `buf`, our own text, to `fd` (stderr or a copy of it): only when it is the file the
+/// process started with, and never waiting, since an exit or a misuse's abort must not hang on
+/// a stderr nobody drains. What cannot be written now is dropped and counted.
+fn ours(fd: i32, buf: &[u8]) -> Result<(), i32> {
+    let dev = STARTED_WITH[0].load(Ordering::Relaxed);
+    if dev != 0 {
+        let started = (dev, STARTED_WITH[1].load(Ordering::Relaxed));
+        if identity(fd) != Some(started) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return Err(libc::EBADF);
+        }
+    }
+    let r = write_nowait(fd, buf);
+    if r.is_err() {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
+
+/// write(2) of `buf` that never blocks, whatever the descriptor's own flags: RWF_NOWAIT
+/// (pipes and sockets honour it), else a poll(2) for room first on what may block (a FIFO, a
+/// socket, a terminal); a regular file is written as it is. EAGAIN when it would block.
+fn write_nowait(fd: i32, mut buf: &[u8]) -> Result<(), i32> {
+    while !buf.is_empty() {
+        let iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec over a live buffer; offset -1: the file's own position.
+        let n = unsafe { libc::pwritev2(fd, &iov, 1, -1, libc::RWF_NOWAIT) };
+        let n = if n < 0 && matches!(crate::errno::get(), libc::EOPNOTSUPP | libc::EINVAL) {
+            if may_block(fd) && !room(fd) {
+                return Err(libc::EAGAIN);
+            }
+            // SAFETY: as above.
+            unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) }
+        } else {
+            n
+        };
+        match n {
+            n if n > 0 => buf = &buf[n as usize..],
+            0 => return Err(libc::EIO),
+            _ => match crate::errno::get() {
+                libc::EINTR => continue,
+                e => return Err(e),
+            },
+        }
+    }
+    Ok(())
+}
+
+fn may_block(fd: i32) -> bool {
+    // SAFETY: as in `identity`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live out pointer.
+    let failed = unsafe { libc::fstat(fd, &mut st) } != 0;
+    failed || st.st_mode & libc::S_IFMT != libc::S_IFREG
+}
+
+fn room(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of our own, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLOUT != 0 }
+}
+
+/// Writes `args` and a newline to stderr, ignoring errors. Never panics, never allocates, never
+/// blocks (`ours`).
 pub fn line(args: fmt::Arguments<'_>) {
-    let mut out = FdOut::new(2);
+    line_on(2, args)
+}
+
+/// The same on `fd`, a copy of the process's stderr (pidfd_getfd's).
+pub fn line_on(fd: i32, args: fmt::Arguments<'_>) {
+    let mut out = FdOut::stderr(fd);
     // A Display that fails only cuts the line short: the error is not ours to report.
     let _ = out.write_fmt(args);
     let _ = out.write_str("\n");
@@ -80,9 +203,9 @@ pub fn line(args: fmt::Arguments<'_>) {
 }
 
 /// Writes `text` as it is to stderr, in writes of up to 1 KiB, ignoring errors. Never panics,
-/// never allocates.
+/// never allocates, never blocks (`ours`).
 pub fn text(text: &str) {
-    let mut out = FdOut::new(2);
+    let mut out = FdOut::stderr(2);
     let _ = out.write_str(text);
     out.flush();
 }

@@ -15,6 +15,8 @@
 //! - [`signal_queue::SignalQueue`]: a bounded MPMC queue a signal handler may push to (audit's
 //!   use-after-ack findings).
 //! - [`page_state::PageState`]: the life of one of audit's guarded pages, by compare-and-swap.
+//! - [`HolderWord`]: which thread holds a lock, for a signal handler that must not wait for
+//!   its own thread (the fork-safe mutex of the exit and fork paths).
 //! - [`latest::Latest`]: the newest of a value set by any thread and read by a signal handler
 //!   (the program's own SIGSEGV action, under audit).
 //! - [`gone_channels::GoneChannels`]: destroyed event channels, for a check that takes no lock.
@@ -25,6 +27,7 @@
 //! `shim` picks the atomics; `slot_cell` the cell whose accesses loom checks for races.
 
 mod futex;
+mod holder;
 mod lock;
 mod refs;
 mod seq_record;
@@ -37,6 +40,7 @@ pub mod page_state;
 pub mod read_table;
 pub mod signal_queue;
 
+pub use holder::HolderWord;
 pub use lock::{Deadline, TimedLock};
 pub use refs::{Released, SlotRefs};
 pub use seq_record::{Claimed, SeqRecord};

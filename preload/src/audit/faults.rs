@@ -16,8 +16,8 @@ pub struct Fault {
     pub code_addr: usize,
     pub data_addr: usize,
     pub thread: i32,
-    /// The system call whose kernel code read the memory (its number), or -1: the program's
-    /// own code read it.
+    /// The system call whose kernel code read the memory (its number), or `USER` (the
+    /// program's own code read it), or `UNKNOWN` (the thread's state could not be read).
     pub syscall: i64,
     /// Where the faulting code returns to when that is in a register (aarch64's x30), else 0.
     pub link: usize,
@@ -29,6 +29,12 @@ pub struct Fault {
 }
 
 pub const STACK: usize = 48;
+
+/// `Fault::syscall` of a read by the program's own code.
+pub const USER: i64 = -1;
+/// `Fault::syscall` when the fault thread could not read the reader's state (/proc not
+/// mounted, privileges dropped, no descriptor left): a system call's read, perhaps.
+pub const UNKNOWN: i64 = -2;
 
 /// The faulting code's registers that a finding names it by.
 #[derive(Clone, Copy, Debug, Default)]
@@ -67,12 +73,94 @@ impl Context {
     }
 }
 
+/// Whether the stack may be copied (process_vm_readv(2)): not under a seccomp filter, which may
+/// kill the process at a call it does not list. Set before the SIGSEGV handler is installed.
+static STACK_COPY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// No stack copies from now on (a seccomp filter is in force).
+pub fn no_stack_copies() {
+    STACK_COPY.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// What the preload must say once, from wherever it is found, and cannot say where it is
+/// found (under a lock): said by the next delivery of findings (sink.rs).
+#[derive(Clone, Copy, Debug)]
+pub enum Notice {
+    /// madvise(MADV_DONTNEED) refused (its errno; mlockall(2) locks pages): pages are closed
+    /// by mprotect from then on.
+    NoDontneed(i32),
+    /// audit's pages could not be reserved (mmap's errno; RLIMIT_AS): events are handed out
+    /// unguarded.
+    NoPages(i32),
+}
+
+/// Notices set, each once: bit 0 NoDontneed, bit 1 NoPages; their errnos beside.
+static NOTICES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static NOTICE_ERRNO: [std::sync::atomic::AtomicI32; 2] =
+    [const { std::sync::atomic::AtomicI32::new(0) }; 2];
+/// A notice set since the last `take_notices`: `deliver` runs only when one may
+/// be unsaid (or a finding waits), so the calls with nothing to say skip it.
+static NOTICES_UNSAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes `n`, once. Lock-free.
+pub fn notice(n: Notice) {
+    use std::sync::atomic::Ordering;
+    let (bit, errno) = match n {
+        Notice::NoDontneed(e) => (0, e),
+        Notice::NoPages(e) => (1, e),
+    };
+    if NOTICES.load(Ordering::Relaxed) & (1 << bit) == 0 {
+        NOTICE_ERRNO[bit].store(errno, Ordering::Relaxed);
+        // Release: the errno is written before the bit is seen.
+        NOTICES.fetch_or(1 << bit, Ordering::Release);
+        NOTICES_UNSAID.store(true, Ordering::Release);
+    }
+}
+
+/// Whether a notice was set that may not be said yet (one load).
+#[inline]
+pub fn notices_pending() -> bool {
+    NOTICES.load(std::sync::atomic::Ordering::Relaxed) != 0
+        && NOTICES_UNSAID.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The notices not said yet, as lines (each said once). One load when there are none.
+pub fn take_notices() -> Option<String> {
+    use std::sync::atomic::Ordering;
+    static SAID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    NOTICES_UNSAID.store(false, Ordering::Relaxed);
+    // Acquire: pairs with `notice`'s Release.
+    let set = NOTICES.load(Ordering::Acquire);
+    let new = set & !SAID.fetch_or(set, Ordering::Relaxed);
+    if new == 0 {
+        return None;
+    }
+    let err =
+        |bit: usize| std::io::Error::from_raw_os_error(NOTICE_ERRNO[bit].load(Ordering::Relaxed));
+    let mut out = String::new();
+    if new & 1 != 0 {
+        out.push_str(&format!(
+            "==cmsafe== madvise(MADV_DONTNEED) refused ({}; pages locked by mlockall?): audit \
+             closes acked events' pages with mprotect and handles SIGSEGV from now on\n",
+            err(0)
+        ));
+    }
+    if new & 2 != 0 {
+        out.push_str(&format!(
+            "==cmsafe== audit could not reserve its pages ({}; RLIMIT_AS?): events are handed out \
+             as librdmacm's own, and reads after an ack are not caught\n",
+            err(1)
+        ));
+    }
+    Some(out)
+}
+
 /// The words at `sp` and up, read with process_vm_readv(2) on this very process: a stack that
 /// ends within the window (a coroutine's) gives an error there, never a fault inside a signal
 /// handler. Async-signal-safe.
 pub fn stack_words(sp: usize) -> [usize; STACK] {
     let mut words = [0usize; STACK];
-    if sp == 0 {
+    if sp == 0 || !STACK_COPY.load(std::sync::atomic::Ordering::Relaxed) {
         return words;
     }
     let local = libc::iovec {
@@ -153,22 +241,34 @@ pub fn queue(f: Fault) {
 }
 
 /// Says `f` on stderr, without allocating (core's formatting into a buffer on the stack, then
-/// one write(2)): from a signal handler, or the fault thread.
+/// one write(2)): from a signal handler.
 pub fn say(f: &Fault) {
+    say_on(f, 2);
+}
+
+/// Says `f` on `fd`, a copy of the process's stderr (the fault thread's), as `say` does.
+pub fn say_on(f: &Fault, fd: i32) {
+    // Under AT_SECURE: counted only, no addresses for the caller (sink.rs).
+    if cmsafe_core::env::secure() {
+        return;
+    }
     let event_type = cmsafe_core::cm::event_type_name(f.event_type as rdma_cm_event_type::Type);
     // A read of an acked event is no cancellation point without the preload: none here either
     // (glibc's pthread_setcancelstate is a few atomic operations on the thread's own word, safe
     // in the handler).
     crate::sys::cancel::uncancellable(|| {
-        cmsafe_core::stderr::line(format_args!(
-            "==cmsafe== use-after-ack: seq={} type={event_type} id={:#x} thread={}: read of the \
-             event at {:#x} after its rdma_ack_cm_event, by {}",
-            f.seq,
-            f.id,
-            f.thread,
-            f.data_addr,
-            Reader(f)
-        ))
+        cmsafe_core::stderr::line_on(
+            fd,
+            format_args!(
+                "==cmsafe== use-after-ack: seq={} type={event_type} id={:#x} thread={}: read of \
+                 the event at {:#x} after its rdma_ack_cm_event, by {}",
+                f.seq,
+                f.id,
+                f.thread,
+                f.data_addr,
+                Reader(f)
+            ),
+        )
     });
 }
 
@@ -178,6 +278,12 @@ struct Reader<'a>(&'a Fault);
 impl std::fmt::Display for Reader<'_> {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let f = self.0;
+        if f.syscall == UNKNOWN {
+            return write!(
+                out,
+                "code or a system call of that thread (its state unreadable)"
+            );
+        }
         if f.syscall < 0 {
             return write!(out, "code at {:#x}", f.code_addr);
         }

@@ -77,6 +77,32 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A finding the calling thread made: of the event `seq` (its type's name, its id), or of
+    /// no event (seq 0, type "-"), at `place`.
+    pub fn here(
+        kind: Kind,
+        seq: u64,
+        event_type: &'static str,
+        id: usize,
+        place: String,
+        message: String,
+    ) -> Finding {
+        Finding {
+            kind,
+            seq,
+            event_type,
+            id,
+            thread: crate::sys::this_thread::id(),
+            place,
+            message,
+        }
+    }
+
+    /// The same finding, of another thread's (the one that held the event, or faulted).
+    pub fn of_thread(self, thread: i32) -> Finding {
+        Finding { thread, ..self }
+    }
+
     /// A finding about a libibverbs object `id` (a CQ, QP, SRQ or WQ): no CM event, seq 0.
     pub fn about_object(
         kind: Kind,

@@ -11,4 +11,5 @@ pub mod record;
 pub mod report;
 pub mod report_file;
 pub mod segv;
+pub mod sink;
 pub mod uffd;

@@ -23,6 +23,7 @@ use cmsafe_core::fork_lock::ForkSafeMutex;
 
 use crate::audit::uffd::{self, Answer};
 use crate::audit::{faults, segv};
+use crate::sys::forked::Mark;
 
 /// Pages reserved, of the system's size (`page`): 256 MiB of address space with 4K pages, 4 GiB
 /// with arm64's 64K ones; committed as used.
@@ -45,13 +46,12 @@ static BASE: AtomicUsize = AtomicUsize::new(0);
 /// page has in each state).
 static STATES: [PageState; PAGES] = [const { PageState::new() }; PAGES];
 
-/// How pages are closed: not yet chosen, by userfaultfd, by mprotect and SIGSEGV, or (in a
-/// forked child, whose pages the parent's userfaultfd no longer covers) to be chosen again.
+/// How pages are closed: not yet chosen, by userfaultfd, or by mprotect and SIGSEGV (a forked
+/// child whose pages the parent's userfaultfd served chooses again: `guard`).
 static GUARD: AtomicU8 = AtomicU8::new(UNCHOSEN);
 const UNCHOSEN: u8 = 0;
 const BY_FAULT_THREAD: u8 = 1;
 const BY_SIGNAL: u8 = 2;
-const CHOOSE_AGAIN: u8 = 3;
 
 /// What each page's copy is kept as while it is emptied (userfaultfd): the event and its private
 /// data, which end before `KEPT` bytes; the rest of a page is zero.
@@ -77,6 +77,9 @@ pub struct Ring {
     opened_end: usize,
     /// The ring is pages [0, limit).
     limit: usize,
+    /// Pages below this were opened once, and have stayed accessible since if the guard is
+    /// userfaultfd (0 again when mprotect takes over).
+    accessible: usize,
 }
 /// Taken around fork(2) with the preload's other locks (lifecycle.rs): a child forked while
 /// another thread takes a page would otherwise find it locked at its first event.
@@ -84,6 +87,7 @@ pub static RING_PAGES: ForkSafeMutex<Ring> = ForkSafeMutex::new(Ring {
     cursor: 0,
     opened_end: 0,
     limit: GROW,
+    accessible: 0,
 });
 
 enum Lap {
@@ -107,8 +111,13 @@ impl Ring {
                 while n < OPEN_RUN && p + n < self.limit && STATES[p + n].is_free() {
                     n += 1;
                 }
-                if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
-                    return Lap::Failed;
+                // With userfaultfd a page, once opened, stays accessible (emptied, never
+                // closed): only pages past those ever opened need the call.
+                if !(GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD && p + n <= self.accessible) {
+                    if !protect(p, n, libc::PROT_READ | libc::PROT_WRITE) {
+                        return Lap::Failed;
+                    }
+                    self.accessible = self.accessible.max(p + n);
                 }
                 fill_run(p, n);
                 self.opened_end = p + n;
@@ -181,6 +190,7 @@ fn map_base() -> Option<usize> {
         )
     };
     if p == libc::MAP_FAILED {
+        faults::notice(faults::Notice::NoPages(cmsafe_core::errno::get()));
         return None;
     }
     // AcqRel: publishes our mapping (and the handler installed after it is ours to install);
@@ -206,35 +216,49 @@ fn map_base() -> Option<usize> {
 /// no lock held) when a system call's read of an acked page would fail (EFAULT) where without
 /// the preload it works.
 fn choose_guard(base: usize, size: usize) -> Option<String> {
+    crate::sys::forked::mark(Mark::Pages);
     if crate::sys::config::CONFIG.guard == crate::sys::config::Guard::Mprotect {
-        GUARD.store(BY_SIGNAL, Ordering::Release);
-        segv::install_handler(claim_fault);
+        by_signal();
         return None;
+    }
+    if crate::sys::seccomp::filtered() {
+        // A filter may kill the process at a call it does not list: userfaultfd(2) and
+        // process_vm_readv(2) are not made (faults.rs copies no stack then).
+        faults::no_stack_copies();
+        by_signal();
+        return Some(
+            "==cmsafe== a seccomp filter is in force: audit closes acked events' pages with \
+             mprotect and handles SIGSEGV, and makes no userfaultfd(2) or process_vm_readv(2) \
+             call the filter may forbid; a system call that reads an acked event's memory fails \
+             with EFAULT under audit, where without the preload it reads freed memory, and is not \
+             named"
+                .to_string(),
+        );
     }
     let opened = shadow()
         .and(zeros())
         .ok_or(libc::ENOMEM)
         .and_then(|_| uffd::open(base, size).map_err(|r| r.errno));
     let errno = match opened {
-        Ok(reach) if uffd::start(answer_fault) => {
-            GUARD.store(BY_FAULT_THREAD, Ordering::Release);
-            return (reach == uffd::Reach::UserOnly).then(|| {
-                "==cmsafe== userfaultfd serves this process's own code only (not root, and \
-                 vm.unprivileged_userfaultfd=0): a system call that reads an acked event's \
-                 memory fails with EFAULT under audit, where without the preload it reads freed \
-                 memory, and is not named"
-                    .to_string()
-            });
-        }
-        // The thread could not be started.
-        Ok(_) => {
-            uffd::after_fork_in_child();
+        Ok((reach, fd)) => {
+            if uffd::start(fd, answer_fault) {
+                GUARD.store(BY_FAULT_THREAD, Ordering::Release);
+                return (reach == uffd::Reach::UserOnly).then(|| {
+                    "==cmsafe== userfaultfd serves this process's own code only (not root, and \
+                     vm.unprivileged_userfaultfd=0): a system call that reads an acked event's \
+                     memory fails with EFAULT under audit, where without the preload it reads \
+                     freed memory, and is not named"
+                        .to_string()
+                });
+            }
+            // The thread could not be started, or could not make its descriptors its own.
+            // SAFETY: our own descriptor, which nothing else holds.
+            crate::sys::cancel::uncancellable(|| unsafe { libc::close(fd) });
             libc::EAGAIN
         }
         Err(errno) => errno,
     };
-    GUARD.store(BY_SIGNAL, Ordering::Release);
-    segv::install_handler(claim_fault);
+    by_signal();
     Some(format!(
         "==cmsafe== userfaultfd refused ({}): audit closes acked events' pages with mprotect and \
          handles SIGSEGV; a system call that reads an acked event's memory fails with EFAULT \
@@ -243,23 +267,38 @@ fn choose_guard(base: usize, size: usize) -> Option<String> {
     ))
 }
 
-/// How pages are closed, chosen again in a forked child at its first event.
-fn guard() -> u8 {
-    let g = GUARD.load(Ordering::Acquire);
-    if g != CHOOSE_AGAIN {
-        return g;
-    }
-    choose_again()
+/// Pages closed by mprotect from now on, faults handled by the SIGSEGV handler.
+fn by_signal() {
+    GUARD.store(BY_SIGNAL, Ordering::Release);
+    segv::install_handler(claim_fault);
 }
 
+/// How pages are closed. In a child forked (however: fork, _Fork, clone) from a process whose
+/// fault thread served them, the pages are no longer registered with anything: chosen again.
+#[inline]
+fn guard() -> u8 {
+    let g = GUARD.load(Ordering::Acquire);
+    if g == BY_FAULT_THREAD && crate::sys::forked::since(Mark::Pages) {
+        return choose_again();
+    }
+    g
+}
+
+/// In a child of a process whose fault thread served its pages, at its first event: each
+/// acked copy, which the parent's userfaultfd emptied and which reads as zeros here, written
+/// back (the child does not judge what its parent acked), then a way of the child's own. Done
+/// here, not at the fork, so that a child that execs pays nothing for it.
 #[cold]
 #[inline(never)]
 fn choose_again() -> u8 {
     let said = {
         // Two threads of a new child at their first event at once: one chooses.
         let _ring = RING_PAGES.lock();
-        match (GUARD.load(Ordering::Acquire), base()) {
-            (CHOOSE_AGAIN, Some(b)) => choose_guard(b, PAGES * page()),
+        match base() {
+            Some(b) if crate::sys::forked::since(Mark::Pages) => {
+                write_back_acked(b);
+                choose_guard(b, PAGES * page())
+            }
             _ => None,
         }
     };
@@ -267,6 +306,25 @@ fn choose_again() -> u8 {
         crate::sys::cancel::say_err!("{line}");
     }
     GUARD.load(Ordering::Acquire)
+}
+
+/// Writes each acked page's kept copy back (a forked child's pages, no longer registered).
+fn write_back_acked(b: usize) {
+    let sh = SHADOW.load(Ordering::Acquire);
+    let size = page();
+    for (p, state) in STATES.iter().enumerate() {
+        if state.phase().0 == page_state::Phase::Acked {
+            // SAFETY: an acked page of our reservation, accessible and no longer registered
+            // (the write fills it with a fresh page), and its kept bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (sh + p * KEPT) as *const u8,
+                    (b + p * size) as *mut u8,
+                    KEPT,
+                )
+            };
+        }
+    }
 }
 
 /// A reservation of `KEPT` bytes per page, or of `OPEN_RUN` pages of zeros, made once.
@@ -302,35 +360,49 @@ fn zeros() -> Option<usize> {
     reserve(&ZEROS, OPEN_RUN * page(), libc::PROT_READ)
 }
 
-/// Makes the `n` free pages from `page`, just made accessible, writable in the page tables: with
-/// userfaultfd they are empty and must be filled (a write would wait for the fault thread); with
-/// mprotect, `populate`.
+/// Makes the `n` free pages from `page`, just made accessible, writable in the page tables:
+/// with mprotect, `populate`; with userfaultfd they are empty, and the fault thread fills the
+/// run when the first copy's write touches it (`answer_fault`).
 fn fill_run(page: usize, n: usize) {
-    if GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD {
-        if let (Some(b), Some(z)) = (base(), zeros()) {
-            let size = self::page();
-            uffd::fill(b + page * size, z as *const u8, n * size);
-        }
-    } else {
+    if GUARD.load(Ordering::Acquire) != BY_FAULT_THREAD {
         populate(page, n);
     }
 }
 
-/// Empties `page` (userfaultfd): its copy kept aside first, for the fault thread.
-fn empty(page: usize, keep: bool) {
-    let (Some(b), Some(sh)) = (base(), shadow()) else {
-        return;
-    };
-    let at = b + page * self::page();
-    if keep {
-        // SAFETY: the page is ours and accessible (just sealed, not yet emptied); the kept
+/// Keeps `page`'s copy aside for the fault thread, while the page is still LIVE: a page the copy
+/// never touched is empty, and this read of it must fault as a LIVE page's (filled with zeros),
+/// not as an acked one's (a use-after-ack of our own).
+fn keep(page: usize) {
+    if let (Some(b), Some(sh)) = (base(), shadow()) {
+        // SAFETY: the page is ours and accessible, live until the seal that follows; the kept
         // bytes are its slot of the shadow reservation.
         unsafe {
-            std::ptr::copy_nonoverlapping(at as *const u8, (sh + page * KEPT) as *mut u8, KEPT)
+            std::ptr::copy_nonoverlapping(
+                (b + page * self::page()) as *const u8,
+                (sh + page * KEPT) as *mut u8,
+                KEPT,
+            )
         };
     }
+}
+
+/// Empties `page` (userfaultfd). False when the kernel will not (a locked page: mlockall(2)),
+/// which is then closed by mprotect, as every page from then on.
+fn empty(page: usize) -> bool {
+    let Some(b) = base() else {
+        return false;
+    };
+    let at = b + page * self::page();
     // SAFETY: a page of our reservation; its contents are dropped, as wanted.
-    unsafe { libc::madvise(at as *mut libc::c_void, self::page(), libc::MADV_DONTNEED) };
+    let done =
+        unsafe { libc::madvise(at as *mut libc::c_void, self::page(), libc::MADV_DONTNEED) } == 0;
+    if !done {
+        // Said by the next delivery, outside the tracker's lock that a seal is made under.
+        faults::notice(faults::Notice::NoDontneed(cmsafe_core::errno::get()));
+        by_signal();
+        protect(page, 1, libc::PROT_NONE);
+    }
+    done
 }
 
 /// The fault thread's question (uffd.rs): how to answer a fault at `addr` by thread `tid`, and
@@ -339,8 +411,9 @@ fn empty(page: usize, keep: bool) {
 fn answer_fault(addr: usize, tid: i32) -> (Answer, Option<faults::Fault>) {
     let b = BASE.load(Ordering::Acquire);
     let size = page();
+    let z = ZEROS.load(Ordering::Acquire) as *const u8;
     if b == 0 || addr < b || addr >= b + PAGES * size {
-        return (Answer::Zero, None);
+        return (Answer::Zeros(z, size), None);
     }
     let page = (addr - b) / size;
     let kept = SHADOW.load(Ordering::Acquire) + page * KEPT;
@@ -352,36 +425,16 @@ fn answer_fault(addr: usize, tid: i32) -> (Answer, Option<faults::Fault>) {
             let f = faults::fault(o, addr, &at, tid, syscall);
             (Answer::Fill(kept as *const u8, KEPT), Some(f))
         }
-        page_state::Fault::AlreadyOpen | page_state::Fault::Live => (Answer::Wake, None),
-        page_state::Fault::NeverUsed => (Answer::Zero, None),
-    }
-}
-
-/// In a child after fork(2): the parent's userfaultfd covers none of the child's pages, which
-/// read as zeros where they were emptied: each acked copy is written back (the child does not
-/// judge what its parent acked), and the child chooses its own way at its first event.
-/// Async-signal-safe: atomics, close(2) and copies.
-pub fn after_fork_in_child() {
-    if GUARD.load(Ordering::Acquire) != BY_FAULT_THREAD {
-        return;
-    }
-    uffd::after_fork_in_child();
-    let (b, sh) = (BASE.load(Ordering::Acquire), SHADOW.load(Ordering::Acquire));
-    let size = page();
-    for (p, state) in STATES.iter().enumerate() {
-        if state.phase().0 == page_state::Phase::Acked {
-            // SAFETY: an acked page of our reservation, accessible and no longer registered
-            // (the write fills it with a fresh page), and its kept bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    (sh + p * KEPT) as *const u8,
-                    (b + p * size) as *mut u8,
-                    KEPT,
-                )
-            };
+        page_state::Fault::AlreadyOpen => (Answer::Wake, None),
+        // A page just taken, its copy's first write, or a free one: the run of pages the ring
+        // takes next, filled at once.
+        page_state::Fault::Live | page_state::Fault::NeverUsed => {
+            let run = (page..(page + OPEN_RUN).min(PAGES))
+                .take_while(|&p| p == page || STATES[p].is_free())
+                .count();
+            (Answer::Zeros(z, run * size), None)
         }
     }
-    GUARD.store(CHOOSE_AGAIN, Ordering::Release);
 }
 
 /// Sets the protection of `n` pages from `page` on.
@@ -479,10 +532,13 @@ pub fn is_page_copy(ptr: usize) -> bool {
 /// The program acked the event on `page`: from now on, touching it faults.
 pub fn seal(page: u32) {
     let by = guard();
+    if by == BY_FAULT_THREAD {
+        keep(page as usize);
+    }
     // Closed only when it was LIVE: a page in any other state is not this event's any more.
     if STATES[page as usize].seal() {
         if by == BY_FAULT_THREAD {
-            empty(page as usize, true);
+            empty(page as usize);
         } else {
             protect(page as usize, 1, libc::PROT_NONE);
         }
@@ -495,7 +551,7 @@ pub fn recycle(page: u32) {
     // so that no new event can take it in between and have it closed under its copy.
     STATES[page as usize].recycle(|| {
         if GUARD.load(Ordering::Acquire) == BY_FAULT_THREAD {
-            empty(page as usize, false);
+            empty(page as usize);
         } else {
             protect(page as usize, 1, libc::PROT_NONE);
         }
@@ -519,7 +575,7 @@ fn claim_fault(addr: usize, at: &faults::Context) -> bool {
         page_state::Fault::Reopened(o) | page_state::Fault::Recycled(o) => {
             // SAFETY: gettid is async-signal-safe.
             let thread = unsafe { libc::gettid() };
-            faults::record(faults::fault(o, addr, at, thread, -1));
+            faults::record(faults::fault(o, addr, at, thread, faults::USER));
             true
         }
         // Another fault's finding; the page may have been closed after it opened it.

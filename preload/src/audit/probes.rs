@@ -13,7 +13,7 @@ use std::ffi::CString;
 use cmsafe_core::usdt_fire;
 
 use crate::audit::findings::Finding;
-use crate::audit::record::Record;
+use crate::audit::record::EventLine;
 
 cmsafe_core::usdt_semaphore!(
     /// Raised by tracers and by the report (the report is written where the probes fire).
@@ -24,7 +24,7 @@ cmsafe_core::usdt_semaphore!(
 /// event `seq` (librdmacm's type and status numbers) of `id`.
 #[cold]
 #[inline(never)]
-pub fn event_fetched(r: &Record) {
+pub fn event_fetched(r: &EventLine) {
     usdt_fire!(
         SEMAPHORE,
         cmsafe,
@@ -40,7 +40,7 @@ pub fn event_fetched(r: &Record) {
 
 /// `event_acked(seq, type, status, id, get_ns, ack_ns)`: the program acked event `seq`.
 #[inline(always)]
-pub fn event_acked(r: &Record) {
+pub fn event_acked(r: &EventLine) {
     usdt_fire!(
         SEMAPHORE,
         cmsafe,

@@ -1,62 +1,34 @@
-//! One event the program got: what the tracker keeps of it, and what stands behind the pointer
-//! the program holds.
+//! What the report and the probes say of one event the program got: its numbers, as a plain
+//! line, whatever room keeps the event (cm/record.rs).
 
 use cmsafe_core::cm::event_type_name;
 
-/// What stands behind the pointer the program got.
-pub enum Holder {
-    /// librdmacm's own event (no copy could be made): acked when the program acks.
-    Raw(usize),
-    /// Audit: a copy on a guarded page; librdmacm's event is acked when the program acks.
-    Guarded { page: u32, raw: usize },
-    /// Safe: cmsafe's copy (librdmacm's event was acked at once), held here until the program
-    /// acks it, then moved to `State::copies` with the record's number and ack time (the
-    /// record itself is not kept).
-    Safe(cmsafe_core::Event),
-    /// Safe: a copy the program never acked, released when rdma_destroy_id of the id it counts
-    /// against returned (librdmacm's event was acked at once); its record is kept a while for
-    /// the program's late ack.
-    Released,
-}
-
-pub struct Record {
+/// An event as a report's record and the probes give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventLine {
     pub seq: u64,
     pub event_type: u32,
     pub status: i32,
     pub id: usize,
-    /// The id whose rdma_destroy_id waits for this event: the listen id for CONNECT_REQUEST.
-    pub owner: usize,
-    pub channel: usize,
+    /// A CONNECT_REQUEST's listen id; 0 for every other event.
+    pub listen_id: usize,
     pub thread: i32,
     pub get_ns: u64,
+    /// 0 while it is not acked.
     pub ack_ns: u64,
     pub pd_len: u8,
-    /// Got by librdmacm for itself (synchronous ids, rsockets): librdmacm acks it.
+    /// Got by librdmacm for itself (synchronous ids, rsockets).
     pub internal: bool,
-    /// The calls whose findings already named this event (`Reported` bits): each call is
-    /// judged on its own, so a finding at rdma_destroy_qp never hides the one at the
-    /// rdma_destroy_id after it; any of them spares it the never-acked line at exit.
-    pub reported: u8,
-    pub holder: Holder,
 }
 
-/// Which findings named an event already: one bit per judged call.
-pub mod reported {
-    pub const DESTROY_ID: u8 = 1;
-    pub const MIGRATE_ID: u8 = 2;
-    pub const DESTROY_QP: u8 = 4;
-    pub const DESTROY_CHANNEL: u8 = 8;
-    /// Inherited across fork(2): not the child's doing.
-    pub const INHERITED: u8 = 0x80;
-}
-
-impl Record {
-    /// Whether a finding of the call `bit` (or an inherited event) named it already.
-    pub fn reported_for(&self, bit: u8) -> bool {
-        self.reported & (bit | reported::INHERITED) != 0
-    }
-
+impl EventLine {
     pub fn type_name(&self) -> &'static str {
         event_type_name(self.event_type)
     }
+}
+
+/// What an event is kept as, by the room that keeps it: its line, made only when a report is
+/// written or a tracer attached (the report's and the probes' check comes first).
+pub trait EventSource {
+    fn line(&self) -> EventLine;
 }

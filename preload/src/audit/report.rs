@@ -7,20 +7,20 @@ use std::fmt::Write as _;
 use crate::audit::findings::Finding;
 use crate::audit::held::Held;
 use crate::audit::probes;
-use crate::audit::record::Record;
+use crate::audit::record::{EventLine, EventSource};
 
-/// The JSON-lines report's lines, made under the tracker's lock and written after it is
-/// released (`take`, then `report_file::write`): the file is never opened or written while a
-/// lock that CM calls need is held, so a slow or stuck target holds up only the thread that
-/// writes.
-pub struct ReportFile {
+/// The JSON-lines report's lines, made under a room's lock and written after it is released
+/// (audit/sink.rs, then report_file.rs): the file is never opened or written while a lock that
+/// CM calls need is held, so a slow or stuck target holds up only the thread that writes.
+#[derive(Default)]
+pub struct ReportLines {
     on: bool,
     lines: Vec<u8>,
 }
 
-impl ReportFile {
+impl ReportLines {
     pub const fn none() -> Self {
-        ReportFile {
+        ReportLines {
             on: false,
             lines: Vec::new(),
         }
@@ -30,7 +30,7 @@ impl ReportFile {
     /// written on the probes' slow path.
     pub fn new() -> Self {
         probes::SEMAPHORE.raise();
-        ReportFile {
+        ReportLines {
             on: true,
             lines: Vec::new(),
         }
@@ -50,18 +50,26 @@ impl ReportFile {
         std::mem::take(&mut self.lines)
     }
 
+    /// The lines made since the last call, as lines of the same report.
+    pub fn take_lines(&mut self) -> ReportLines {
+        ReportLines {
+            on: self.on,
+            lines: self.take(),
+        }
+    }
+
     /// Inlined to its check, the probes' semaphore (audit/probes.rs), which a report raises for
     /// good: most runs write no report and trace nothing, and every ack comes here.
     #[inline(always)]
-    pub fn event(&mut self, r: &Record) {
+    pub fn event(&mut self, r: &impl EventSource) {
         if probes::on() {
-            self.traced_event(r);
+            self.traced_event(&r.line());
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn traced_event(&mut self, r: &Record) {
+    fn traced_event(&mut self, r: &EventLine) {
         probes::event_acked(r);
         if self.on {
             self.write_event(r);
@@ -69,17 +77,15 @@ impl ReportFile {
     }
 
     #[inline(never)]
-    fn write_event(&mut self, r: &Record) {
+    fn write_event(&mut self, r: &EventLine) {
         let line = format!(
             "{{\"record\":\"event\",\"seq\":{},\"type\":\"{}\",\"status\":{},\"id\":\"{:#x}\",\"listen_id\":{},\"thread\":{},\"get_ns\":{},\"ack_ns\":{},\"private_data_len\":{},\"internal\":{}}}",
             r.seq,
             r.type_name(),
             r.status,
             r.id,
-            // A CONNECT_REQUEST's listen id (its owner), so a reader can tell which listener
-            // each connection came through; null for every other event.
-            if r.owner != 0 && r.owner != r.id {
-                format!("\"{:#x}\"", r.owner)
+            if r.listen_id != 0 {
+                format!("\"{:#x}\"", r.listen_id)
             } else {
                 "null".to_string()
             },
@@ -163,25 +169,20 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// A finding's line for stderr, said as soon as the lock is released.
-pub fn say(out: &mut String, f: &Finding) {
-    let _ = writeln!(out, "==cmsafe== {}", f.line());
-}
-
-/// The exit summary.
-pub fn summary(
+/// The exit summary's first lines: the process, its events by type, how long they were held
+/// (the findings' lines follow, audit/sink.rs).
+pub fn summary_head(
     mode: &str,
     events: u64,
+    findings: u64,
     by_type: &[(String, u64)],
     held: &Held,
-    findings: &[(Finding, u64)],
 ) -> String {
     let mut s = String::new();
     let pid = std::process::id();
-    let total: u64 = findings.iter().map(|(_, n)| n).sum();
     let _ = writeln!(
         s,
-        "==cmsafe== summary: pid {pid}, mode {mode}, {events} events, {total} findings"
+        "==cmsafe== summary: pid {pid}, mode {mode}, {events} events, {findings} findings"
     );
     if !by_type.is_empty() {
         let list: Vec<String> = by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
@@ -194,16 +195,6 @@ pub fn summary(
             held.median() as f64 / 1e6,
             held.max() as f64 / 1e6,
             held.count()
-        );
-    }
-    let mut kinds: Vec<&(Finding, u64)> = findings.iter().collect();
-    kinds.sort_by_key(|(f, _)| f.kind);
-    for (first, n) in kinds {
-        let _ = writeln!(
-            s,
-            "==cmsafe==   {}: {n} (first: {})",
-            first.kind.name(),
-            first.line()
         );
     }
     s

@@ -7,13 +7,22 @@
 //!
 //! Lines of threads that write at once may land in either order: each record carries its own
 //! times and sequence numbers, by which readers order them.
+//!
+//! The descriptor lives in the program's table, where the program may close it (many services
+//! close every descriptor they do not know of when they reload) and get the number back for a
+//! file of its own. So each write first checks that the descriptor is still the file made (one
+//! fstat(2)); when it is not, the file is opened again by its name, kept only if it is the very
+//! file made, and the report goes on there; the program's descriptor is never written or closed.
+//! A program that closes our descriptor between that check and the write (another thread, in
+//! the microseconds between two system calls) could still receive a line.
 
-use std::os::fd::IntoRawFd;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 
-use cmsafe_core::outfile::{self, WriteFailures};
+use cmsafe_core::outfile::{self, Identity, WriteFailures};
 
 use crate::sys::config::CONFIG;
+use crate::sys::forked::{self, Mark};
 use crate::sys::printable::printable;
 
 /// The file descriptor, or one of the states before and after it.
@@ -28,9 +37,25 @@ const OFF: i32 = -3;
 /// failed writes themselves (the first one's errno, said once).
 static NOT_WRITTEN: AtomicU64 = AtomicU64::new(0);
 static FAILURES: WriteFailures = WriteFailures::new();
+/// The report stopped because its descriptor was closed and its file could not be opened again
+/// (FAILURES holds that errno).
+static GONE: AtomicBool = AtomicBool::new(false);
 
-/// The name the file was opened under (leaked: one per process), for the messages.
-static NAME: AtomicPtr<String> = AtomicPtr::new(std::ptr::null_mut());
+/// The file made: its name, shown and as a path, and its identity (leaked: one per process).
+static MADE: AtomicPtr<Made> = AtomicPtr::new(std::ptr::null_mut());
+
+struct Made {
+    shown: String,
+    path: outfile::Path,
+    identity: Identity,
+}
+
+fn made() -> Option<&'static Made> {
+    // Acquire: the record was written before its pointer was published.
+    let p = MADE.load(Ordering::Acquire);
+    // SAFETY: a leaked Box, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
 
 /// What the thread that made lines does with them once the tracker's lock is released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +73,11 @@ pub enum Turn {
 /// Whose turn it is. Called under the tracker's lock, so one thread at a time takes the turn to
 /// open.
 pub fn turn() -> Turn {
+    // A child forked without the fork handlers (_Fork, clone): the parent's file is not its own.
+    if forked::since(Mark::Report) {
+        after_fork_in_child();
+        forked::mark(Mark::Report);
+    }
     match FD.load(Ordering::Acquire) {
         UNOPENED => {
             FD.store(OPENING, Ordering::Relaxed);
@@ -68,19 +98,16 @@ pub fn write(turn: Turn, lines: &[u8]) {
         if turn == Turn::Open {
             open();
         }
-        let fd = FD.load(Ordering::Acquire);
-        if fd < 0 {
+        let Some(fd) = still_ours(FD.load(Ordering::Acquire)) else {
             lost(lines, 0);
             return;
-        }
+        };
         if let Err(errno) = outfile::write_all(fd, lines) {
             FD.store(OFF, Ordering::Release);
             // What is in the file is a whole prefix of the report but for its last line, which
             // readers drop: every line of these counts as lost.
             lost(lines, errno);
-            // SAFETY: closing our own descriptor, which no other thread writes after OFF
-            // (a thread that loaded it before may still fail on it: counted the same).
-            unsafe { libc::close(fd) };
+            close_if_ours(fd);
         }
     });
 }
@@ -99,13 +126,62 @@ fn lost(lines: &[u8], errno: i32) {
 }
 
 fn name() -> String {
-    // Acquire: the string was written before its pointer was published.
-    let p = NAME.load(Ordering::Acquire);
-    if p.is_null() {
-        return "?".to_string();
+    made().map_or_else(|| "?".to_string(), |m| m.shown.clone())
+}
+
+/// `fd` when it is still the file made; else the file opened again by its name (module doc),
+/// which replaces `fd` in FD. None when there is no report any more (FD is OFF; said once).
+fn still_ours(fd: i32) -> Option<i32> {
+    let made = made()?;
+    if fd < 0 {
+        return None;
     }
-    // SAFETY: a leaked String, never freed.
-    unsafe { &*p }.clone()
+    if outfile::identity(fd) == Ok(made.identity) {
+        return Some(fd);
+    }
+    match outfile::reopen(made.path.as_c_str(), made.identity) {
+        Ok(file) => {
+            let new = file.into_raw_fd();
+            // AcqRel: another thread that saw the same loss may have reopened first: its
+            // descriptor stays, ours goes.
+            match FD.compare_exchange(fd, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    crate::sys::cancel::say_err!(
+                        "==cmsafe== report {}: the program closed its descriptor; reopened",
+                        made.shown
+                    );
+                    Some(new)
+                }
+                Err(current) => {
+                    // SAFETY: the descriptor just opened, ours alone.
+                    unsafe { libc::close(new) };
+                    (current >= 0).then_some(current)
+                }
+            }
+        }
+        Err(errno) => {
+            if FD.swap(OFF, Ordering::AcqRel) >= 0 {
+                GONE.store(true, Ordering::Relaxed);
+                FAILURES.count(errno);
+                crate::sys::cancel::say_err!(
+                    "==cmsafe== report {}: the program closed its descriptor and the file is no \
+                     longer at its name ({}): the report stops here",
+                    made.shown,
+                    std::io::Error::from_raw_os_error(errno)
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Closes `fd` if it is still the file made: never a descriptor the program got back.
+fn close_if_ours(fd: i32) {
+    if made().is_some_and(|m| outfile::identity(fd) == Ok(m.identity)) {
+        // SAFETY: our own descriptor (checked above), which no other thread writes after OFF
+        // (a thread that loaded it before may still fail on it: counted the same).
+        unsafe { libc::close(fd) };
+    }
 }
 
 fn open() {
@@ -126,9 +202,17 @@ fn open() {
         }
     };
     let shown = printable(&String::from_utf8_lossy(created.path.as_bytes())).into_owned();
-    match created.file {
-        Ok(fd) => {
-            NAME.store(Box::into_raw(Box::new(shown)), Ordering::Release);
+    let file = created
+        .file
+        .and_then(|fd| outfile::identity(fd.as_raw_fd()).map(|identity| (fd, identity)));
+    match file {
+        Ok((fd, identity)) => {
+            let made = Made {
+                shown,
+                path: created.path,
+                identity,
+            };
+            MADE.store(Box::into_raw(Box::new(made)), Ordering::Release);
             if created.renamed {
                 crate::sys::cancel::say_err!(
                     "==cmsafe== report {} exists: this process writes {} instead",
@@ -141,7 +225,8 @@ fn open() {
         Err(errno) => {
             FD.store(OFF, Ordering::Release);
             crate::sys::cancel::say_err!(
-                "==cmsafe== cannot write the report {shown}: {}",
+                "==cmsafe== cannot write the report {}: {}",
+                printable(&String::from_utf8_lossy(created.path.as_bytes())),
                 std::io::Error::from_raw_os_error(errno)
             );
         }
@@ -156,6 +241,10 @@ pub fn summary_line() -> Option<String> {
     }
     let why = match FAILURES.first_errno() {
         0 => "it could not be opened".to_string(),
+        e if GONE.load(Ordering::Relaxed) => format!(
+            "the program closed its descriptor and the file is no longer at its name: {}",
+            std::io::Error::from_raw_os_error(e)
+        ),
         e => std::io::Error::from_raw_os_error(e).to_string(),
     };
     Some(format!(
@@ -169,9 +258,9 @@ pub fn summary_line() -> Option<String> {
 pub fn after_fork_in_child() {
     let fd = FD.swap(UNOPENED, Ordering::AcqRel);
     if fd >= 0 {
-        // SAFETY: the child's copy of our own descriptor.
-        crate::sys::cancel::uncancellable(|| unsafe { libc::close(fd) });
+        crate::sys::cancel::uncancellable(|| close_if_ours(fd));
     }
     NOT_WRITTEN.store(0, Ordering::Relaxed);
     FAILURES.reset();
+    GONE.store(false, Ordering::Relaxed);
 }

@@ -3,8 +3,9 @@
 //! the preload.
 //!
 //! The program's own action for SIGSEGV is kept here, not in the kernel, once ours is installed:
-//! the program sets it through the interposed sigaction(2) and signal(3) (which pass every other
-//! signal through), so a crash reporter, a JIT or a runtime that installs its handler after the
+//! the program sets it through the interposed sigaction(2) and signal(3), under each of glibc's
+//! names for them (__sigaction, ssignal, bsd_signal, sysv_signal, __sysv_signal), which pass every
+//! other signal through, so a crash reporter, a JIT or a runtime that installs its handler after the
 //! first CM event does not take audit's faults from it. A fault that is not ours is then
 //! delivered as the kernel would have delivered it to the program's action:
 //! - a handler runs with the mask the kernel would give it (the interrupted mask, its sa_mask,
@@ -17,8 +18,10 @@
 //!   a fault sent by kill(2) is ignored, a real one is not (the kernel forces the default
 //!   action on a synchronous fault it cannot deliver), as without us.
 //!
-//! A program that sets SIGSEGV's action with the raw system call (rt_sigaction) goes around the
-//! interposed calls: its handler then takes audit's faults, as before (docs/preload.md).
+//! A program that sets SIGSEGV's action with the raw system call (rt_sigaction), with sigset(3),
+//! or through a pointer to libc's own function (dlsym(RTLD_NEXT)) goes around the interposed
+//! calls: its handler then takes audit's faults (docs/preload.md). With userfaultfd, audit has
+//! no SIGSEGV handler at all.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -132,7 +135,9 @@ fn real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 
 extern "C" fn resolve_at_load() {
     real(&REAL_SIGACTION, c"sigaction");
-    real(&REAL_SIGNAL, c"signal");
+    for call in [&SIGNAL, &SSIGNAL, &BSD_SIGNAL, &SYSV_SIGNAL, &SYSV_SIGNAL_] {
+        real(call.real, call.name);
+    }
 }
 
 /// Run by the dynamic loader when the preload is loaded: libc is loaded before us.
@@ -194,6 +199,20 @@ pub fn install_handler(claim: fn(usize, &Context) -> bool) {
     }
 }
 
+/// __sigaction, glibc's other name for sigaction(2), interposed as it.
+///
+/// # Safety
+/// As sigaction(2): `act` and `old` are NULL or valid.
+pub unsafe extern "C-unwind" fn sigaction_(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+    ret: usize,
+) -> libc::c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { sigaction(sig, act, old, ret) }
+}
+
 /// sigaction(2), interposed: SIGSEGV's action is the program's own to set and read once audit's
 /// handler is installed; every other signal, and SIGSEGV before, goes to libc.
 ///
@@ -229,8 +248,77 @@ pub unsafe extern "C-unwind" fn sigaction(
     0
 }
 
-/// signal(3), interposed, for SIGSEGV once audit's handler is installed: glibc's BSD semantics
-/// (the handler's own signal blocked while it runs, SA_RESTART), kept as the program's action.
+/// The signal(3) family, each name's real function and its semantics as glibc gives them:
+/// signal, ssignal and bsd_signal BSD's (the handler's own signal blocked while it runs,
+/// SA_RESTART); sysv_signal and __sysv_signal System V's (reset to SIG_DFL as the handler runs,
+/// which runs with its signal unblocked).
+pub struct SignalCall {
+    name: &'static std::ffi::CStr,
+    real: &'static AtomicUsize,
+    flags: i32,
+    blocks_itself: bool,
+}
+
+static REAL_SSIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_BSD_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_SYSV_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_SYSV_SIGNAL_: AtomicUsize = AtomicUsize::new(0);
+
+const BSD: (i32, bool) = (libc::SA_RESTART, true);
+const SYSV: (i32, bool) = (libc::SA_RESETHAND | libc::SA_NODEFER, false);
+
+pub static SIGNAL: SignalCall = SignalCall::new(c"signal", &REAL_SIGNAL, BSD);
+pub static SSIGNAL: SignalCall = SignalCall::new(c"ssignal", &REAL_SSIGNAL, BSD);
+pub static BSD_SIGNAL: SignalCall = SignalCall::new(c"bsd_signal", &REAL_BSD_SIGNAL, BSD);
+pub static SYSV_SIGNAL: SignalCall = SignalCall::new(c"sysv_signal", &REAL_SYSV_SIGNAL, SYSV);
+pub static SYSV_SIGNAL_: SignalCall = SignalCall::new(c"__sysv_signal", &REAL_SYSV_SIGNAL_, SYSV);
+
+impl SignalCall {
+    const fn new(
+        name: &'static std::ffi::CStr,
+        real: &'static AtomicUsize,
+        (flags, blocks_itself): (i32, bool),
+    ) -> Self {
+        SignalCall {
+            name,
+            real,
+            flags,
+            blocks_itself,
+        }
+    }
+
+    /// The call, interposed: for SIGSEGV once audit's handler is installed, the program's
+    /// action is set as the real call would set it, and kept; otherwise libc's own.
+    fn set(&self, sig: libc::c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+        if sig != libc::SIGSEGV || !INSTALLED.load(Ordering::Acquire) {
+            let f = real(self.real, self.name);
+            if f == 0 {
+                errno::set(libc::ENOSYS);
+                return libc::SIG_ERR;
+            }
+            // SAFETY: libc's own function of this name, with the caller's arguments.
+            return unsafe { std::mem::transmute::<usize, SignalFn>(f)(sig, handler) };
+        }
+        if handler == libc::SIG_ERR {
+            errno::set(libc::EINVAL);
+            return libc::SIG_ERR;
+        }
+        let new = Action {
+            handler,
+            flags: self.flags,
+            mask: if self.blocks_itself { bit(sig) } else { 0 },
+        };
+        let before = PROGRAM
+            .set(new.words())
+            .map_or(Action::DEFAULT, Action::from_words);
+        let saved = errno::get();
+        mirror(new);
+        errno::set(saved);
+        before.handler
+    }
+}
+
+/// signal(3) and its other names (`SignalCall`), interposed.
 ///
 /// # Safety
 /// As signal(3).
@@ -239,31 +327,55 @@ pub unsafe extern "C-unwind" fn signal(
     handler: libc::sighandler_t,
     _ret: usize,
 ) -> libc::sighandler_t {
-    if sig != libc::SIGSEGV || !INSTALLED.load(Ordering::Acquire) {
-        let f = real(&REAL_SIGNAL, c"signal");
-        if f == 0 {
-            errno::set(libc::ENOSYS);
-            return libc::SIG_ERR;
-        }
-        // SAFETY: libc's signal, with the caller's arguments.
-        return unsafe { std::mem::transmute::<usize, SignalFn>(f)(sig, handler) };
-    }
-    if handler == libc::SIG_ERR {
-        errno::set(libc::EINVAL);
-        return libc::SIG_ERR;
-    }
-    let new = Action {
-        handler,
-        flags: libc::SA_RESTART,
-        mask: bit(sig),
-    };
-    let before = PROGRAM
-        .set(new.words())
-        .map_or(Action::DEFAULT, Action::from_words);
-    let saved = errno::get();
-    mirror(new);
-    errno::set(saved);
-    before.handler
+    SIGNAL.set(sig, handler)
+}
+
+/// ssignal(3), interposed as signal.
+///
+/// # Safety
+/// As ssignal(3).
+pub unsafe extern "C-unwind" fn ssignal(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+    _ret: usize,
+) -> libc::sighandler_t {
+    SSIGNAL.set(sig, handler)
+}
+
+/// bsd_signal(3), interposed as signal.
+///
+/// # Safety
+/// As bsd_signal(3).
+pub unsafe extern "C-unwind" fn bsd_signal(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+    _ret: usize,
+) -> libc::sighandler_t {
+    BSD_SIGNAL.set(sig, handler)
+}
+
+/// sysv_signal(3), interposed with System V's semantics.
+///
+/// # Safety
+/// As sysv_signal(3).
+pub unsafe extern "C-unwind" fn sysv_signal(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+    _ret: usize,
+) -> libc::sighandler_t {
+    SYSV_SIGNAL.set(sig, handler)
+}
+
+/// __sysv_signal, the name glibc's headers give sysv_signal, interposed as it.
+///
+/// # Safety
+/// As sysv_signal(3).
+pub unsafe extern "C-unwind" fn sysv_signal_(
+    sig: libc::c_int,
+    handler: libc::sighandler_t,
+    _ret: usize,
+) -> libc::sighandler_t {
+    SYSV_SIGNAL_.set(sig, handler)
 }
 
 /// Gives ours the program's flags that the kernel applies (SA_ONSTACK, SA_RESTART), when they

@@ -5,11 +5,21 @@
 //! without the preload; a page closed by mprotect(2) would instead fail the system call with
 //! EFAULT and be seen by no handler.
 //!
+//! The descriptor is the fault thread's alone: the thread unshares its descriptor table
+//! (unshare(2), CLONE_FILES), keeps nothing in it but the descriptor and a pidfd of its process,
+//! and the descriptor is then closed in the program's table. So a program that closes every
+//! descriptor it did not open (close_range(2), a daemon's start), sets them all O_NONBLOCK, or
+//! forks without running fork handlers (_Fork(3), clone(2)) can neither end the thread, nor
+//! have it read the program's own files, nor work the parent's memory from a child. Free pages
+//! are filled on their first touch (the copy's write faults, and the thread fills the run).
+//!
 //! The thread blocks every signal (the program's signals are not for it), takes no lock and
 //! allocates nothing between a fault's message and its answer: the thread that faulted may hold
-//! any lock (malloc's, a FILE's), and waits for the answer. A read by a system call is said on
-//! stderr only after the answer: the call may hold the very pipe's or file's lock that our
-//! write to stderr needs.
+//! any lock (malloc's, a FILE's), and waits for the answer. A read by a system call, or by a
+//! thread whose state cannot be read (/proc unmounted, privileges dropped), is said on stderr
+//! only after the answer: the call may hold the very pipe's or file's lock that our write to
+//! stderr needs. The thread writes its lines to the program's stderr as it is at that moment
+//! (pidfd_getfd(2)).
 //!
 //! The kernel gives it to root (CAP_SYS_PTRACE), or to anyone with `vm.unprivileged_userfaultfd
 //! = 1`; otherwise, from Linux 5.11, for faults of the program's own code only
@@ -18,7 +28,6 @@
 //! mprotect and handles SIGSEGV instead (segv.rs).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::audit::faults::{self, Fault};
 
@@ -30,7 +39,6 @@ const UFFD_USER_MODE_ONLY: libc::c_int = 1;
 const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
 const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
 const UFFDIO_COPY: libc::c_ulong = 0xc028_aa03;
-const UFFDIO_ZEROPAGE: libc::c_ulong = 0xc020_aa04;
 const UFFDIO_WAKE: libc::c_ulong = 0x8010_aa02;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
@@ -65,13 +73,6 @@ struct UffdioCopy {
     copy: i64,
 }
 
-#[repr(C)]
-struct UffdioZeropage {
-    range: Range,
-    mode: u64,
-    zeropage: i64,
-}
-
 /// struct uffd_msg, as a page fault's: the event, then (at 8) flags, address, thread id.
 #[repr(C)]
 struct Msg {
@@ -92,10 +93,6 @@ pub enum Reach {
     UserOnly,
 }
 
-/// The descriptor of this process, -1 before `open` (and in a forked child, until it opens its
-/// own).
-static FD: AtomicI32 = AtomicI32::new(-1);
-
 /// Why userfaultfd cannot serve, as said on stderr.
 pub struct Refused {
     pub errno: i32,
@@ -103,7 +100,7 @@ pub struct Refused {
 
 /// A descriptor for the `len` bytes at `start`, registered for missing pages, with the kernel's
 /// API agreed: all faults where the kernel allows it, the program's own otherwise.
-pub fn open(start: usize, len: usize) -> Result<Reach, Refused> {
+pub fn open(start: usize, len: usize) -> Result<(Reach, i32), Refused> {
     let mut last = 0;
     // The exact address of a fault (Linux 5.18 and later) names the byte read; before, the
     // page's first.
@@ -147,16 +144,97 @@ pub fn open(start: usize, len: usize) -> Result<Reach, Refused> {
             crate::sys::cancel::uncancellable(|| unsafe { libc::close(fd) });
             continue;
         }
-        FD.store(fd, Ordering::Release);
-        return Ok(reach);
+        return Ok((reach, fd));
     }
     Err(Refused { errno: last })
 }
 
-/// Starts the thread that answers faults with `answer` (pages.rs): the thread of the process
-/// that opened the descriptor; false when it could not be started.
-pub fn start(answer: fn(usize, i32) -> (Answer, Option<Fault>)) -> bool {
-    crate::sys::thread::spawn_blocked("cmsafe-uffd", 128 * 1024, move || serve(answer)).is_some()
+/// Starts the thread that answers the faults of descriptor `fd` (from `open`) with `answer`
+/// (pages.rs), and hands `fd` over to it: on success the descriptor is closed in the program's
+/// table, and lives on in the thread's alone. False when the thread could not be started or
+/// could not make its table its own (the descriptor is the caller's to close then).
+pub fn start(fd: i32, answer: fn(usize, i32) -> (Answer, Option<Fault>)) -> bool {
+    let (ready, taken) = std::sync::mpsc::sync_channel::<bool>(1);
+    let spawned = crate::sys::thread::spawn_blocked("cmsafe-uffd", 128 * 1024, move || {
+        if let Some(own) = Own::table(fd) {
+            let _ = ready.send(true);
+            serve(own, answer);
+        } else {
+            let _ = ready.send(false);
+        }
+    });
+    if spawned.is_none() || taken.recv() != Ok(true) {
+        return false;
+    }
+    // SAFETY: our descriptor, whose copy the thread keeps in its own table.
+    crate::sys::cancel::uncancellable(|| unsafe { libc::close(fd) });
+    true
+}
+
+/// The fault thread's own descriptors, in a table of its own.
+struct Own {
+    uffd: i32,
+    /// A pidfd of this process, for its current stderr (-1: none to be had).
+    pidfd: i32,
+}
+
+impl Own {
+    /// Makes the calling thread's descriptor table its own and closes in it everything but
+    /// `uffd` and a new pidfd of the process; None when the table cannot be unshared.
+    fn table(uffd: i32) -> Option<Own> {
+        // SAFETY: unshare(2) of this thread's descriptor table, a copy of the process's.
+        if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+            return None;
+        }
+        // SAFETY: pidfd_open(2) of our own process, no flags.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+        let (low, high) = (uffd.min(pidfd.max(-1)), uffd.max(pidfd));
+        let keep: &[i32] = if pidfd < 0 { &[uffd] } else { &[low, high] };
+        close_all_but(keep);
+        Some(Own { uffd, pidfd })
+    }
+
+    /// Writes `line` to the process's stderr as it is now, if that is still the file it started
+    /// with (cmsafe_core::stderr's rule), without blocking.
+    fn say(&self, f: &Fault) {
+        if self.pidfd < 0 {
+            return;
+        }
+        // SAFETY: pidfd_getfd(2) of the process's fd 2 into this thread's own table.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, self.pidfd, 2, 0) } as i32;
+        if fd < 0 {
+            return;
+        }
+        faults::say_on(f, fd);
+        // SAFETY: the copy we just got, in our own table.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Closes every descriptor of the calling thread's table but those in `keep` (ascending).
+fn close_all_but(keep: &[i32]) {
+    let mut from: u32 = 0;
+    for &k in keep {
+        if k as u32 > from {
+            close_range(from, k as u32 - 1);
+        }
+        from = k as u32 + 1;
+    }
+    close_range(from, u32::MAX);
+}
+
+fn close_range(first: u32, last: u32) {
+    // SAFETY: close_range(2) of our own table's descriptors, no flags.
+    if unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) } == 0 {
+        return;
+    }
+    // Before Linux 5.9: one by one, up to the table's size.
+    // SAFETY: sysconf has no preconditions.
+    let max = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(0, 1 << 20) as u32;
+    for fd in first..=last.min(max) {
+        // SAFETY: a descriptor of this thread's own table.
+        unsafe { libc::close(fd as i32) };
+    }
 }
 
 /// How a fault is answered.
@@ -165,24 +243,22 @@ pub enum Answer {
     Fill(*const u8, usize),
     /// The page is there already (filled for another fault, or taken for a new event): wake.
     Wake,
-    /// Not a page that ever held an event: zeros.
-    Zero,
-}
-
-fn fd() -> i32 {
-    FD.load(Ordering::Acquire)
+    /// A free page or a page just taken for a new event, touched first: these `len` bytes of
+    /// zeros (the page and the free ones after it, a run the ring takes next) from `src`.
+    Zeros(*const u8, usize),
 }
 
 /// The fault thread's loop: one message at a time, answered before anything is said. It ends
-/// only with the process (or when its descriptor fails, which is said).
-fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
-    let fd = fd();
+/// only with the process.
+fn serve(own: Own, answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
+    let fd = own.uffd;
     let page = cmsafe_core::page::size();
     // One page of the fault's bytes, the rest zero: made once, never freed.
     let mut scratch = vec![0u8; page];
     loop {
         let mut msg = std::mem::MaybeUninit::<Msg>::zeroed();
-        // SAFETY: a read of one message into our own buffer of its size.
+        // SAFETY: a read of one message into our own buffer of its size, from our descriptor,
+        // which no other table holds (it stays blocking).
         let n = unsafe { libc::read(fd, msg.as_mut_ptr().cast(), std::mem::size_of::<Msg>()) };
         if n < 0 && cmsafe_core::errno::get() == libc::EINTR {
             continue;
@@ -203,15 +279,16 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
         let at = msg.address as usize & !(page - 1);
         let (how, finding) = answer(msg.address as usize, msg.ptid as i32);
         // Queued before the answer, so that the reader's next call finds it; said before it too
-        // when the program's own code read (the line then comes before anything the program
-        // says next, as the SIGSEGV handler's does), after it when the kernel did: a system
-        // call that reads the page may hold what our write to stderr needs (the pipe's or the
-        // file's lock, when the program writes the very bytes to its stderr).
-        let kernel = finding.as_ref().is_some_and(|f| f.syscall >= 0);
+        // when the program's own code read, as known from /proc (the line then comes before
+        // anything the program says next, as the SIGSEGV handler's does), after it when the
+        // kernel did or nothing is known: a system call that reads the page may hold what our
+        // write to stderr needs (the pipe's or the file's lock, when the program writes the
+        // very bytes to its stderr).
+        let before = finding.as_ref().is_some_and(|f| f.syscall == faults::USER);
         if let Some(f) = &finding {
             faults::queue(*f);
-            if !kernel {
-                faults::say(f);
+            if before {
+                own.say(f);
             }
         }
         match how {
@@ -220,23 +297,23 @@ fn serve(answer: fn(usize, i32) -> (Answer, Option<Fault>)) {
                 // SAFETY: `bytes` holds `len` bytes (pages.rs keeps them until the page's next
                 // seal, which cannot come before this answer: the page is not free).
                 unsafe { std::ptr::copy_nonoverlapping(bytes, scratch.as_mut_ptr(), len) };
-                fill(at, scratch.as_ptr(), page);
+                fill(fd, at, scratch.as_ptr(), page);
                 scratch[..len].fill(0);
             }
-            Answer::Wake => wake(at, page),
-            Answer::Zero => zero(at, page),
+            Answer::Wake => wake(fd, at, page),
+            Answer::Zeros(src, len) => fill(fd, at, src, len),
         }
-        if let Some(f) = finding.filter(|_| kernel) {
-            faults::say(&f);
+        if let Some(f) = finding.filter(|_| !before) {
+            own.say(&f);
         }
     }
 }
 
 /// Maps fresh pages with `src`'s `len` bytes at `dst` (a multiple of the page size), waking the
 /// threads that wait for them; a page already there is left as it is (and its waiters woken).
-pub fn fill(dst: usize, src: *const u8, len: usize) {
+fn fill(fd: i32, dst: usize, src: *const u8, len: usize) {
     let page = cmsafe_core::page::size();
-    let (mut at, end) = (dst, dst + len);
+    let (mut at, mut end) = (dst, dst + len);
     // EAGAIN (the mapping changing meanwhile) is tried again, a few times.
     let mut again = 16;
     while at < end {
@@ -248,7 +325,7 @@ pub fn fill(dst: usize, src: *const u8, len: usize) {
             copy: 0,
         };
         // SAFETY: a copy into our own registered range from our own readable buffer.
-        if unsafe { libc::ioctl(fd(), UFFDIO_COPY, &mut copy) } == 0 {
+        if unsafe { libc::ioctl(fd, UFFDIO_COPY, &mut copy) } == 0 {
             return;
         }
         if copy.copy > 0 {
@@ -258,63 +335,42 @@ pub fn fill(dst: usize, src: *const u8, len: usize) {
         match cmsafe_core::errno::get() {
             // A page there already: left as it is, its waiters woken.
             libc::EEXIST => {
-                wake(at, page);
+                wake(fd, at, page);
                 at += page;
             }
             libc::EAGAIN if again > 0 => again -= 1,
+            // A run that reaches pages not yet made accessible (another mapping: ENOENT): the
+            // faulting page alone, which is.
+            _ if end - at > page => end = at + page,
             _ => {
-                wake(at, end - at);
+                wake(fd, at, end - at);
                 return;
             }
         }
     }
 }
 
-fn zero(at: usize, len: usize) {
-    let mut z = UffdioZeropage {
-        range: Range {
-            start: at as u64,
-            len: len as u64,
-        },
-        mode: 0,
-        zeropage: 0,
-    };
-    // SAFETY: our own registered range.
-    if unsafe { libc::ioctl(fd(), UFFDIO_ZEROPAGE, &mut z) } != 0 {
-        wake(at, len);
-    }
-}
-
-fn wake(at: usize, len: usize) {
+fn wake(fd: i32, at: usize, len: usize) {
     let mut r = Range {
         start: at as u64,
         len: len as u64,
     };
     // SAFETY: our own registered range.
-    unsafe { libc::ioctl(fd(), UFFDIO_WAKE, &mut r) };
+    unsafe { libc::ioctl(fd, UFFDIO_WAKE, &mut r) };
 }
 
-/// In a child after fork(2): the descriptor is the parent's (its memory, not the child's, whose
-/// pages are no longer registered), and the thread was not copied. Async-signal-safe.
-pub fn after_fork_in_child() {
-    let fd = FD.swap(-1, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: the child's copy of our own descriptor.
-        crate::sys::cancel::uncancellable(|| unsafe { libc::close(fd) });
-    }
-}
-
-/// The state of thread `tid` blocked on a fault: the system call it is in (-1 for none: its own
-/// code faulted), its stack pointer and its instruction pointer, from /proc/self/task/TID/syscall
+/// The state of thread `tid` blocked on a fault: the system call it is in (`faults::USER` for
+/// none: its own code faulted; `faults::UNKNOWN` when it cannot be read), its stack pointer and
+/// its instruction pointer, from /proc/self/task/TID/syscall
 /// ("NR ARGS... SP PC", or "-1 SP PC"). No allocation: the thread may hold malloc's lock.
 pub fn blocked_thread(tid: i32) -> (i64, usize, usize) {
     // The path, formatted into a buffer of its own (core's formatting allocates nothing).
     let mut path = match cmsafe_core::outfile::Path::new(b"") {
         Ok(p) => p,
-        Err(_) => return (-1, 0, 0),
+        Err(_) => return (faults::UNKNOWN, 0, 0),
     };
     if write!(path, "/proc/self/task/{tid}/syscall").is_err() {
-        return (-1, 0, 0);
+        return (faults::UNKNOWN, 0, 0);
     }
     let mut buf = [0u8; 256];
     // SAFETY: a NUL-terminated path of our own; a read into our own buffer; our descriptor. A
@@ -323,14 +379,14 @@ pub fn blocked_thread(tid: i32) -> (i64, usize, usize) {
     let n = unsafe {
         let fd = libc::open(path.as_c_str().as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            return (-1, 0, 0);
+            return (faults::UNKNOWN, 0, 0);
         }
         let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
         libc::close(fd);
         n
     };
     if n <= 0 {
-        return (-1, 0, 0);
+        return (faults::UNKNOWN, 0, 0);
     }
     parse_syscall(&buf[..n as usize])
 }
@@ -341,7 +397,7 @@ fn parse_syscall(text: &[u8]) -> (i64, usize, usize) {
         .split(|&b| b == b' ' || b == b'\n')
         .filter(|f| !f.is_empty());
     let Some(nr) = fields.next().and_then(number) else {
-        return (-1, 0, 0);
+        return (faults::UNKNOWN, 0, 0);
     };
     let rest: [Option<i64>; 8] = std::array::from_fn(|_| fields.next().and_then(number));
     let last = rest.iter().rposition(Option::is_some);
@@ -351,7 +407,7 @@ fn parse_syscall(text: &[u8]) -> (i64, usize, usize) {
             rest[i - 1].unwrap_or(0) as usize,
             rest[i].unwrap_or(0) as usize,
         ),
-        _ => (-1, 0, 0),
+        _ => (faults::UNKNOWN, 0, 0),
     }
 }
 
@@ -389,8 +445,8 @@ mod tests {
             parse_syscall(b"-1 0x7ffd2000 0x402000\n"),
             (-1, 0x7ffd_2000, 0x40_2000)
         );
-        assert_eq!(parse_syscall(b"running\n"), (-1, 0, 0));
-        assert_eq!(parse_syscall(b""), (-1, 0, 0));
+        assert_eq!(parse_syscall(b"running\n"), (faults::UNKNOWN, 0, 0));
+        assert_eq!(parse_syscall(b""), (faults::UNKNOWN, 0, 0));
     }
 
     #[test]
@@ -410,7 +466,7 @@ mod tests {
             unsafe { libc::read(p0, b.as_mut_ptr().cast(), 1) };
         });
         let tid = rx.recv().unwrap();
-        let mut seen = (-1, 0, 0);
+        let mut seen = (faults::UNKNOWN, 0, 0);
         for _ in 0..200 {
             seen = blocked_thread(tid);
             if seen.0 == libc::SYS_read {

@@ -13,15 +13,19 @@ use cmsafe_core::safe::{self, SafeCopies};
 
 use crate::audit::findings::{Finding, Kind};
 use crate::audit::held::Held;
+use crate::audit::pages;
 use crate::audit::probes;
-use crate::audit::record::{reported, Holder, Record};
-use crate::audit::report::{self, ReportFile};
-use crate::audit::report_file;
-use crate::audit::{faults, pages};
+use crate::audit::record::EventSource;
+use crate::audit::report;
+use crate::audit::sink::{self, Outbox};
 use crate::cm::objects::{self, Objects};
+use crate::cm::record::{reported, Holder, QpDestroyed, Record};
 use crate::sys::config::{Config, Mode, CONFIG};
+use crate::sys::forked::{self, Mark};
+use crate::sys::this_thread;
 use crate::sys::whereis::{self, Caller};
 use cmsafe_core::fork_lock::ForkSafeMutex;
+use cmsafe_sync::signal_queue::SignalQueue;
 
 /// Operations that wait for (or should follow) the acks of an id's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +37,7 @@ pub enum Op {
 
 impl Op {
     /// The bit of `Record::reported` for this call.
-    fn bit(self) -> u8 {
+    pub(super) fn bit(self) -> u8 {
         match self {
             Op::DestroyId => reported::DESTROY_ID,
             Op::MigrateId => reported::MIGRATE_ID,
@@ -60,55 +64,107 @@ const ACKED_CAP: usize = 4096;
 const TYPE_SLOTS: usize = 257;
 
 pub struct State {
-    live: PtrMap<usize, Record>,
+    pub(super) live: PtrMap<usize, Record>,
     /// Audit's guarded copies and librdmacm's own events (no copy made), acked, oldest first, at
     /// most [`ACKED_CAP`]; the oldest leaves (and its page is recycled) as each new one comes.
     /// Only a double ack looks a pointer up (newest first), so no table keyed by pointer is
     /// written per event. Safe mode's acked copies are in `copies`, which tells their number and
     /// ack time.
-    acked: VecDeque<(usize, Record)>,
+    pub(super) acked: VecDeque<(usize, Record)>,
     /// Safe mode's records of events the program never acked whose copies went with their id's
     /// destroy (`Holder::Released`), oldest first, at most [`ACKED_CAP`]: a later ack of one is
     /// the program's ack of it, not a double ack. The oldest leaves (its event record written)
     /// as each new one comes.
-    released: VecDeque<(usize, Record)>,
-    events: u64,
-    by_type: [u64; TYPE_SLOTS],
-    held: Held,
-    /// The first finding of each kind and how many there were: bounded however many there are
-    /// (each is said on stderr and in the report as it happens).
-    findings: Vec<(Finding, u64)>,
-    report: ReportFile,
-    /// Lines for stderr (each finding as it happens), said once the lock is released.
-    say: String,
-    touched: bool,
+    pub(super) released: VecDeque<(usize, Record)>,
+    pub(super) events: u64,
+    pub(super) by_type: [u64; TYPE_SLOTS],
+    pub(super) held: Held,
+    /// What this call has to say (findings, the report's records), delivered to the findings
+    /// sink once the lock is released (`with_state`).
+    pub(super) out: Outbox,
+    pub(super) touched: bool,
     /// Safe mode's copies: the same core as `cmsafe_compat.h`.
-    copies: SafeCopies,
-    /// Threads cancelled inside librdmacm's rdma_get_cm_event: the event being read may be lost.
-    cancelled_reads: Vec<CancelledRead>,
-    cancelled_total: u64,
+    pub(super) copies: SafeCopies,
+    /// Reads of librdmacm's rdma_get_cm_event left without returning: the event being read may
+    /// be lost. Counted by how they were left (`LeftBy`).
+    pub(super) cancelled_reads: Vec<CancelledRead>,
+    pub(super) cancelled_total: u64,
+    pub(super) longjmp_total: u64,
+    /// rdma_destroy_qp calls that met a DISCONNECTED another thread held, judged at its ack.
+    pub(super) qp_destroyed: Vec<QpDestroyed>,
     /// Ids and channels: created, destroyed, rejected.
-    objects: Objects,
-    /// Use-after-ack faults said on stderr but not recorded: the signal handler's queue was
-    /// full. Counted at exit.
-    faults_lost: u64,
+    pub(super) objects: Objects,
 }
 
-/// A thread cancelled while inside librdmacm's rdma_get_cm_event on `channel`.
+/// A thread that left librdmacm's rdma_get_cm_event on `channel` without returning.
 #[derive(Clone, Copy, Debug)]
 pub struct CancelledRead {
     pub channel: usize,
     pub thread: i32,
     pub at_ns: u64,
+    pub by: LeftBy,
+}
+
+/// How a read was left: glibc runs our cleanup record for both, and the thread's next
+/// rdma_get_cm_event tells them apart (a cancelled thread has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftBy {
+    Cancel,
+    /// A longjmp out of a signal handler (a timeout by alarm(2), say).
+    Longjmp,
 }
 
 /// Cancelled reads remembered (the oldest are forgotten past this).
 const CANCELLED_CAP: usize = 64;
 
+/// Reads cut short, noted where they are cut (`note_cancelled_read`), taken in by the next call
+/// through the tracker.
+static CUT_SHORT: SignalQueue<CancelledRead, CANCELLED_CAP> = SignalQueue::new();
+
+/// Threads that called rdma_get_cm_event again after leaving one (`note_read_resumed`): they
+/// were not cancelled.
+static RESUMED: SignalQueue<i32, CANCELLED_CAP> = SignalQueue::new();
+
+/// A thread left librdmacm's rdma_get_cm_event on `channel` without returning: glibc runs our
+/// cleanup record for a cancellation, and for a longjmp out of a signal handler too (which
+/// loses the event being read the same way). Taken for a cancel until the thread calls
+/// rdma_get_cm_event again (`note_read_resumed`). Lock-free: it may run in a signal handler, on
+/// a thread inside any lock; the tracker takes it in at its next call.
+pub fn note_cancelled_read(channel: usize) {
+    this_thread::note_left_read();
+    let _ = CUT_SHORT.push(CancelledRead {
+        channel,
+        thread: this_thread::id(),
+        at_ns: now_ns(),
+        by: LeftBy::Cancel,
+    });
+}
+
+/// `thread`, which left an rdma_get_cm_event without returning, calls it again: that read was
+/// left by a longjmp, not a cancellation. Lock-free, as `note_cancelled_read`.
+#[cold]
+pub fn note_read_resumed(thread: i32) {
+    let _ = RESUMED.push(thread);
+}
+
 pub static STATE: ForkSafeMutex<Option<State>> = ForkSafeMutex::new(None);
 
 /// Sequence numbers of the events handed out, from 1 (a forked child goes on from its parent's).
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// What rdma_ack_cm_event does with the pointer the program acks (`State::ack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckVerdict {
+    /// librdmacm's event behind the program's copy (audit's page, or its own event): ack it
+    /// now, once.
+    Forward(usize),
+    /// Nothing left for librdmacm: safe mode acked its event when it came.
+    Done,
+    /// A double ack, swallowed: acking librdmacm's event again would free it twice.
+    Swallow,
+    /// Not a pointer we handed out: librdmacm judges it, as it would without us.
+    Pass,
+}
 
 /// What the program will get for a new event: made before the tracker's lock is taken, since
 /// the copy is the slow part and threads getting events at once need not wait for each other.
@@ -142,7 +198,7 @@ pub unsafe fn prepare(raw: *mut rdma_cm_event, mode: Mode) -> (u64, Prepared) {
     (seq, prepared)
 }
 
-fn new_state(cfg: &Config) -> State {
+pub(super) fn new_state(cfg: &Config) -> State {
     State {
         live: PtrMap::default(),
         acked: VecDeque::new(),
@@ -150,77 +206,124 @@ fn new_state(cfg: &Config) -> State {
         events: 0,
         by_type: [0; TYPE_SLOTS],
         held: Held::new(),
-        findings: Vec::new(),
-        report: if cfg.report.is_some() {
-            ReportFile::new()
-        } else {
-            ReportFile::none()
-        },
-        say: String::new(),
+        out: Outbox::new(cfg.report.is_some()),
         touched: false,
         copies: SafeCopies::new(),
         cancelled_reads: Vec::new(),
         cancelled_total: 0,
+        longjmp_total: 0,
+        qp_destroyed: Vec::new(),
         objects: Objects::new(cfg.rejected_ids),
-        faults_lost: 0,
     }
 }
 
-/// Runs `f` on the state, creating it on first use; then, with the lock released, says what
-/// `f` had to say (stderr, the report).
+/// Runs `f` on the state, creating it on first use; then, with the lock released, delivers what
+/// `f` had to say to the findings sink (stderr, the report, the summary's counts).
 pub fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let (r, out) = {
         let mut guard = STATE.lock();
         let state = guard.get_or_insert_with(|| new_state(&CONFIG));
+        // A child forked without the fork handlers (_Fork, clone): what it inherited is not its
+        // doing (the handlers' reset, lifecycle.rs). One load.
+        if forked::since(Mark::Tracker) {
+            state.after_fork_in_child();
+            forked::mark(Mark::Tracker);
+        }
         state.touched = true;
-        if faults::faults_pending() {
-            state.absorb_faults();
+        if CUT_SHORT.maybe_pending() {
+            while let Some(c) = CUT_SHORT.pop() {
+                state.cancelled_read(c);
+            }
+        }
+        if RESUMED.maybe_pending() {
+            while let Some(thread) = RESUMED.pop() {
+                state.read_left_by_longjmp(thread);
+            }
         }
         let r = f(state);
-        (r, state.take_out())
+        // Most calls have nothing to say: no outbox made, nothing to deliver.
+        (r, (!state.out.is_empty()).then(|| state.out.take()))
     };
-    out.send();
-    r
-}
-
-/// What a call through the tracker had to say, taken under its lock and said after.
-#[must_use]
-pub struct Out {
-    say: String,
-    report: Option<(report_file::Turn, Vec<u8>)>,
-}
-
-impl Out {
-    pub fn send(self) {
-        if !self.say.is_empty() {
-            crate::sys::cancel::write_stderr(format_args!("{}", self.say));
-        }
-        if let Some((turn, lines)) = self.report {
-            report_file::write(turn, &lines);
-        }
+    if out.is_some() || sink::pending() {
+        sink::deliver(out.unwrap_or_default());
     }
+    r
 }
 
 /// At exit: the tracker's last findings and its summary, with `extra` (the completion and async
 /// events' lines) after its counts, said on stderr. The caller made sure this thread is not
 /// inside the lock already (lifecycle.rs).
 pub fn finish(extra: Option<String>) {
-    let (summary, out) = {
+    let (ending, out) = {
         let mut guard = STATE.lock();
         match guard.as_mut() {
-            Some(s) => (s.finish(extra), Some(s.take_out())),
-            None => (None, None),
+            Some(s) => (Some(s.finish()), s.out.take()),
+            None => (None, Outbox::default()),
         }
     };
-    if let Some(out) = out {
-        out.send();
+    sink::deliver(out);
+    let Some(ending) = ending else { return };
+    if let Some(s) = ending.summary(extra) {
+        crate::sys::cancel::write_stderr(format_args!("{s}"));
     }
-    if let Some(mut s) = summary {
-        // After the last lines went to the report: what it lost is known now.
-        if let Some(line) = report_file::summary_line() {
+}
+
+/// What the tracker counted, taken at exit for the summary.
+pub struct Ending {
+    touched: bool,
+    events: u64,
+    by_type: Vec<(String, u64)>,
+    held: Held,
+    cancelled: u64,
+    longjmps: u64,
+    left: objects::Leftover,
+}
+
+impl Ending {
+    /// The summary: the tracker's counts, the findings sink's, then `extra` (the completion and
+    /// async events' lines) and what is left; None when the program touched nothing.
+    fn summary(self, extra: Option<String>) -> Option<String> {
+        let findings = sink::total();
+        if !self.touched || self.events == 0 && findings == 0 {
+            return None;
+        }
+        let mode = match CONFIG.mode {
+            Mode::Safe => "safe",
+            Mode::Audit => "audit",
+            Mode::Off => "off",
+        };
+        let mut s = report::summary_head(mode, self.events, findings, &self.by_type, &self.held);
+        s.push_str(&sink::summary_lines());
+        if let Some(line) = extra {
             s.push_str(&line);
         }
-        crate::sys::cancel::write_stderr(format_args!("{s}"));
+        if self.cancelled > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
+                self.cancelled
+            ));
+        }
+        if self.longjmps > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   rdma_get_cm_event calls left by a longjmp (out of a signal handler): {}\n",
+                self.longjmps
+            ));
+        }
+        if let Some(line) = sink::lost_line() {
+            s.push_str(&line);
+        }
+        let left = self.left;
+        if left.ids > 0 || left.channels > 0 {
+            s.push_str(&format!(
+                "==cmsafe==   never destroyed: {} cm_ids ({} of rejected requests), {} event channels\n",
+                left.ids, left.rejected, left.channels
+            ));
+        }
+        // After the last lines went to the report: what it lost is known now.
+        if let Some(line) = crate::audit::report_file::summary_line() {
+            s.push_str(&line);
+        }
+        Some(s)
     }
 }
 
@@ -240,85 +343,19 @@ pub struct Wait {
 pub use cmsafe_core::clock::monotonic_ns as now_ns;
 
 impl State {
-    /// What this call made to say: stderr's lines, and the report's unless another thread is
-    /// opening the file (they wait here for the next call).
-    fn take_out(&mut self) -> Out {
-        let say = std::mem::take(&mut self.say);
-        let report = self
-            .report
-            .has_lines()
-            .then(report_file::turn)
-            .and_then(|turn| (turn != report_file::Turn::Keep).then(|| (turn, self.report.take())));
-        Out { say, report }
+    pub(super) fn add(&mut self, f: Finding) {
+        self.out.finding(f);
     }
 
-    fn add(&mut self, f: Finding) {
-        report::say(&mut self.say, &f);
-        if probes::on() {
-            probes::finding(&f);
-        }
-        self.report.finding(&f);
-        self.count_finding(f);
-    }
-
-    /// A finding made elsewhere (completion-queue events): said, reported and counted.
-    pub fn add_finding(&mut self, f: Finding) {
-        self.add(f);
-    }
-
-    fn count_finding(&mut self, f: Finding) {
-        match self.findings.iter_mut().find(|(g, _)| g.kind == f.kind) {
-            Some((_, n)) => *n += 1,
-            None => self.findings.push((f, 1)),
-        }
-    }
-
-    fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
-        self.add(Finding {
+    pub(super) fn finding(&mut self, kind: Kind, r: &Record, place: &str, message: String) {
+        self.add(Finding::here(
             kind,
-            seq: r.seq,
-            event_type: r.type_name(),
-            id: r.id,
-            thread: whereis::thread_id(),
-            place: place.to_string(),
+            r.seq,
+            r.type_name(),
+            r.id,
+            place.to_string(),
             message,
-        });
-    }
-
-    /// Faults the signal handler recorded (`faults::faults_pending`), as findings.
-    #[cold]
-    fn absorb_faults(&mut self) {
-        let (faults, lost) = faults::drain_faults();
-        self.faults_lost += lost;
-        for fault in faults {
-            // Already said on stderr by the signal handler.
-            let f = Finding {
-                kind: Kind::UseAfterAck,
-                seq: fault.seq,
-                event_type: event_type_name(fault.event_type),
-                id: fault.id,
-                thread: fault.thread,
-                place: whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
-                message: match faults::syscall_name(fault.syscall) {
-                    _ if fault.syscall < 0 => format!(
-                        "read of the event's memory at {:#x} after its rdma_ack_cm_event",
-                        fault.data_addr
-                    ),
-                    name => format!(
-                        "the kernel read the event's memory at {:#x} after its \
-                         rdma_ack_cm_event, for the system call {}: without the preload it \
-                         reads freed memory",
-                        fault.data_addr,
-                        name.map_or_else(|| format!("#{}", fault.syscall), str::to_string)
-                    ),
-                },
-            };
-            if probes::on() {
-                probes::finding(&f);
-            }
-            self.report.finding(&f);
-            self.count_finding(f);
-        }
+        ));
     }
 
     /// A new event, got from librdmacm as `raw` and `prepared` for the program (outside the
@@ -389,7 +426,7 @@ impl State {
                 id: cm.id as usize,
                 owner,
                 channel,
-                thread: whereis::thread_id(),
+                thread: this_thread::id(),
                 get_ns: now_ns(),
                 ack_ns: 0,
                 pd_len,
@@ -418,7 +455,7 @@ impl State {
         let Some(r) = self.live.get(&handed) else {
             return;
         };
-        probes::event_fetched(r);
+        probes::event_fetched(&r.line());
         let brings = matches!(
             r.event_type,
             RDMA_CM_EVENT_ADDR_RESOLVED
@@ -437,19 +474,12 @@ impl State {
                     cmsafe_core::event::addr_text(&addr.dst_addr_union.dst_addr),
                 )
             };
-            self.report.address(r.id, &src, &dst);
+            self.out.lines.address(r.id, &src, &dst);
         }
     }
 
-    /// The program acks `ptr`. Returns what librdmacm must ack now (outside the lock), or
-    /// `Err(true)` for a pointer we never handed out (pass it to librdmacm), `Err(false)` for a
-    /// double ack (swallowed: acking librdmacm's event twice would corrupt its heap).
-    pub fn ack(
-        &mut self,
-        ptr: usize,
-        caller: whereis::Caller,
-        late_ns: u64,
-    ) -> Result<Option<usize>, bool> {
+    /// The program acks `ptr`: what the wrapper does with it once the lock is released.
+    pub fn ack(&mut self, ptr: usize, caller: whereis::Caller, late_ns: u64) -> AckVerdict {
         // Named only when there is something to report: dladdr scans symbol tables.
         let place = || whereis::describe(caller.addr);
         let Some(mut r) = self.live.remove(&ptr).or_else(|| self.take_released(ptr)) else {
@@ -466,17 +496,9 @@ impl State {
                     "rdma_ack_cm_event of an event already acked {:.3} ms earlier",
                     now_ns().saturating_sub(ack_ns) as f64 / 1e6
                 );
-                let f = Finding {
-                    kind: Kind::DoubleAck,
-                    seq,
-                    event_type,
-                    id,
-                    thread: whereis::thread_id(),
-                    place: place(),
-                    message: msg,
-                };
+                let f = Finding::here(Kind::DoubleAck, seq, event_type, id, place(), msg);
                 self.add(f);
-                return Err(false);
+                return AckVerdict::Swallow;
             }
             // One of our copies, acked so long ago that its record has left, is still a double
             // ack, and librdmacm must not see it: it would free memory it does not own.
@@ -491,18 +513,17 @@ impl State {
                     "rdma_ack_cm_event({ptr:#x}): not an event rdma_get_cm_event returned; passed to librdmacm"
                 ))
             };
-            self.add(Finding {
-                kind,
-                seq: 0,
-                event_type: "-",
-                id: 0,
-                thread: whereis::thread_id(),
-                place: place(),
-                message,
-            });
-            return Err(!ours);
+            self.add(Finding::here(kind, 0, "-", 0, place(), message));
+            return if ours {
+                AckVerdict::Swallow
+            } else {
+                AckVerdict::Pass
+            };
         };
         r.ack_ns = now_ns();
+        if !self.qp_destroyed.is_empty() {
+            self.qp_destroy_at_ack(ptr, &mut r, late_ns);
+        }
         let held = r.ack_ns - r.get_ns;
         if held > late_ns && !r.internal && !caller.in_librdmacm {
             let msg = format!(
@@ -513,7 +534,7 @@ impl State {
             self.finding(Kind::LateAck, &r, &place(), msg);
         }
         self.held.add(held);
-        self.report.event(&r);
+        self.out.lines.event(&r);
         let raw = match r.holder {
             Holder::Raw(raw) => raw,
             Holder::Guarded { page, raw } => {
@@ -524,13 +545,13 @@ impl State {
                 // The copy is remembered there, with the record's number and ack time; no
                 // acked record is kept beside it.
                 self.copies.keep(ev, r.seq, r.ack_ns);
-                return Ok(None);
+                return AckVerdict::Done;
             }
             // Acked at once by safe mode, its copy released with its id: nothing left to do.
-            Holder::Released => return Ok(None),
+            Holder::Released => return AckVerdict::Done,
         };
         self.keep_acked(ptr, r);
-        Ok(Some(raw))
+        AckVerdict::Forward(raw)
     }
 
     fn keep_acked(&mut self, ptr: usize, r: Record) {
@@ -556,147 +577,10 @@ impl State {
             .map(|(_, r)| r)
     }
 
-    /// Unacked events rdma_destroy_id / rdma_migrate_id of `id` would wait for. librdmacm acks
-    /// `id->event` itself before it waits, so that one does not count.
-    fn blocking(&self, op: Op, id: usize, own_event: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = self
-            .live
-            .iter()
-            .filter(|(p, r)| r.owner == id && **p != own_event && !r.reported_for(op.bit()))
-            .map(|(p, _)| *p)
-            .collect();
-        v.sort_by_key(|p| self.live[p].seq);
-        v
-    }
-
-    fn list(&self, ptrs: &[usize]) -> String {
-        ptrs.iter()
-            .map(|p| {
-                let r = &self.live[p];
-                format!("seq={} {}", r.seq, r.type_name())
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// The unacked events an operation on `id` waits for (rdma_destroy_id, rdma_migrate_id), or
-    /// that it should not run before (rdma_destroy_qp and the id's DISCONNECTED), split into
-    /// those the calling thread holds and those other threads hold.
-    ///
-    /// # Safety
-    /// `id` is a live cm_id (the program passes it to librdmacm).
-    pub unsafe fn waits_for(&self, op: Op, id: *mut rdma_cm_id) -> (Vec<usize>, Vec<usize>) {
-        let ptrs = match op {
-            Op::DestroyId | Op::MigrateId => {
-                // SAFETY: forwarded from the caller.
-                let own = unsafe { (*id).event } as usize;
-                self.blocking(op, id as usize, own)
-            }
-            Op::DestroyQp => {
-                let mut v: Vec<usize> = self
-                    .live
-                    .iter()
-                    .filter(|(_, r)| {
-                        r.id == id as usize
-                            && r.event_type == RDMA_CM_EVENT_DISCONNECTED
-                            && !r.internal
-                            && !r.reported_for(op.bit())
-                    })
-                    .map(|(p, _)| *p)
-                    .collect();
-                v.sort_by_key(|p| self.live[p].seq);
-                v
-            }
-        };
-        let me = whereis::thread_id();
-        ptrs.into_iter().partition(|p| self.live[p].thread == me)
-    }
-
-    /// Which of `ptrs` are still unacked.
-    pub fn still_unacked(&self, ptrs: &[usize]) -> Vec<usize> {
-        ptrs.iter()
-            .copied()
-            .filter(|p| self.live.contains_key(p))
-            .collect()
-    }
-
-    /// Reports that `op` on `id` meets the unacked events `ptrs`: held by this thread
-    /// (`waited_ms` None), or by others that did not ack them within `waited_ms`.
-    pub fn report_wait(
-        &mut self,
-        op: Op,
-        id: usize,
-        ptrs: &[usize],
-        caller: whereis::Caller,
-        waited_ms: Option<u64>,
-    ) {
-        let ptrs = self.still_unacked(ptrs);
-        let Some(&first) = ptrs.first() else { return };
-        let safe = CONFIG.mode == Mode::Safe;
-        let list = self.list(&ptrs);
-        let n = ptrs.len();
-        let held = match waited_ms {
-            None => "held by this very thread".to_string(),
-            Some(ms) => {
-                format!("still unacked after {ms} ms waiting for the threads that hold them")
-            }
-        };
-        let (kind, message) = match (op, waited_ms) {
-            (Op::DestroyId, None) => (
-                Kind::DestroyInOwnHandler,
-                if safe {
-                    format!("rdma_destroy_id called by the thread that holds {n} unacked event(s) of this id ({list}): without cmsafe it would wait for itself forever (safe mode acked them)")
-                } else {
-                    format!("rdma_destroy_id called by the thread that holds {n} unacked event(s) of this id ({list}): it will wait for itself forever")
-                },
-            ),
-            (Op::DestroyId, Some(_)) => {
-                (
-                    Kind::DestroyWithUnacked,
-                    if safe {
-                        format!("without cmsafe, rdma_destroy_id would wait forever for these {n} events ({held}): {list}; safe mode acked them")
-                    } else {
-                        format!("rdma_destroy_id will wait forever for these {n} events ({held}): {list}")
-                    },
-                )
-            }
-            (Op::MigrateId, _) => {
-                (
-                    Kind::MigrateWithUnacked,
-                    if safe {
-                        format!("without cmsafe, rdma_migrate_id would wait forever for these {n} events ({held}): {list}; safe mode acked them")
-                    } else {
-                        format!("rdma_migrate_id will wait forever for these {n} events ({held}): {list}")
-                    },
-                )
-            }
-            (Op::DestroyQp, _) => (
-                Kind::QpDestroyBeforeAck,
-                format!("rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): {list}"),
-            ),
-        };
-        let r = &self.live[&first];
-        let f = Finding {
-            kind,
-            seq: r.seq,
-            event_type: r.type_name(),
-            id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
-            message,
-        };
-        self.add(f);
-        for p in ptrs {
-            if let Some(r) = self.live.get_mut(&p) {
-                r.reported |= op.bit();
-            }
-        }
-    }
-
     /// After rdma_destroy_id(id), called by `thread` from `at`, returned: safe mode's acked
     /// copies of its events may go.
     pub fn destroyed(&mut self, id: usize, thread: i32, at: usize, rc: i32) {
-        self.report.destroy(id, thread, rc);
+        self.out.lines.destroy(id, thread, rc);
         self.copies.id_destroyed(id);
         self.objects.id_destroyed(id, thread, at);
         if rc == 0 {
@@ -724,7 +608,7 @@ impl State {
             self.released.push_back((p, r));
             if self.released.len() > ACKED_CAP {
                 if let Some((_, old)) = self.released.pop_front() {
-                    self.report.event(&old);
+                    self.out.lines.event(&old);
                 }
             }
         }
@@ -764,227 +648,33 @@ impl State {
         self.objects.channel_created(channel, caller.in_librdmacm);
     }
 
-    /// Before `call` on `id`: true (and a finding) when the program destroyed that id, or when
-    /// no id can be at that address.
-    pub fn use_of_id(&mut self, call: &str, id: usize, caller: whereis::Caller) -> bool {
-        if objects::cannot_be_object(id) {
-            let message = format!(
-                "{call} on {id:#x}, which cannot be a cm_id (no object of a process is at that \
-                 address), so librdmacm faults reading it: the program took the id from memory \
-                 that does not hold one, such as a freed struct whose slot was reused{}",
-                refused("EINVAL")
-            );
-            self.object_finding(Kind::NotACmId, id, caller, message);
-            return true;
-        }
-        if !self.objects.id_gone(id) {
-            return false;
-        }
-        if caller.in_librdmacm {
-            // librdmacm never calls on an id it freed: this is a new id at a reused address,
-            // made inside librdmacm where the preload does not see it (rdma_get_request's
-            // request id on a synchronous listener, then its own rdma_migrate_id or
-            // rdma_destroy_id; on arm64 those calls come through the PLT).
-            self.objects.id_seen(id, 0);
-            return false;
-        }
-        let message = format!(
-            "{call} on a cm_id already passed to rdma_destroy_id: librdmacm freed it, so the call \
-             reads freed memory{}",
-            refused("EINVAL")
-        );
-        self.object_finding(Kind::UseAfterDestroyId, id, caller, message);
-        true
-    }
-
-    /// Before `call` on `channel`: true (and a finding) when the program destroyed it.
-    pub fn use_of_channel(&mut self, call: &str, channel: usize, caller: whereis::Caller) -> bool {
-        if !self.objects.channel_gone(channel) {
-            return false;
-        }
-        let message = format!(
-            "{call} on event channel {channel:#x}, already passed to rdma_destroy_event_channel: \
-             librdmacm freed it and closed its fd, so the call reads freed memory (and a reused \
-             fd){}",
-            refused("EBADF")
-        );
-        self.object_finding(Kind::UseAfterDestroyChannel, 0, caller, message);
-        true
-    }
-
-    /// rdma_reject of `id`: a finding each time the rejected request ids still alive reach
-    /// CMSAFE_REJECTED_IDS or a multiple of it.
-    pub fn rejected(&mut self, id: usize, caller: whereis::Caller) {
-        if let Some(n) = self.objects.id_rejected(id) {
-            let message = format!(
-                "{n} cm_ids of rejected connection requests are alive, none passed to \
-                 rdma_destroy_id: each keeps a kernel cm_id (rdma resource show cm_id) until it \
-                 is destroyed or the process exits; destroy a request's id after rdma_reject"
-            );
-            self.object_finding(Kind::RejectedIdNeverDestroyed, id, caller, message);
-        }
-    }
-
-    fn object_finding(&mut self, kind: Kind, id: usize, caller: whereis::Caller, message: String) {
-        self.add(Finding {
-            kind,
-            seq: 0,
-            event_type: "-",
-            id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
-            message,
-        });
-    }
-
-    /// The unacked events from `channel`, no finding named yet, that threads other than the
-    /// caller hold: what rdma_destroy_event_channel gives CMSAFE_LATE_ACK_MS to be acked.
-    pub fn channel_held_by_others(&self, channel: usize) -> Vec<usize> {
-        let me = whereis::thread_id();
-        self.live
-            .iter()
-            .filter(|(_, r)| {
-                r.channel == channel && r.reported == 0 && !r.internal && r.thread != me
-            })
-            .map(|(p, _)| *p)
-            .collect()
-    }
-
-    /// Before rdma_destroy_event_channel(channel).
-    pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
-        self.objects.channel_destroyed(channel);
-        let mut ptrs: Vec<usize> = self
-            .live
-            .iter()
-            // Only events no finding named yet: this call does not block, so it adds nothing
-            // to what a destroy or migrate finding already said of them.
-            .filter(|(_, r)| r.channel == channel && r.reported == 0 && !r.internal)
-            .map(|(p, _)| *p)
-            .collect();
-        if ptrs.is_empty() {
-            return;
-        }
-        ptrs.sort_by_key(|p| self.live[p].seq);
-        let first = &self.live[&ptrs[0]];
-        let f = Finding {
-            kind: Kind::ChannelDestroyWithUnacked,
-            seq: first.seq,
-            event_type: first.type_name(),
-            id: first.id,
-            thread: whereis::thread_id(),
-            place: whereis::describe(caller.addr),
-            message: format!(
-                "rdma_destroy_event_channel with {} unacked events from it: {}",
-                ptrs.len(),
-                self.list(&ptrs)
-            ),
-        };
-        self.add(f);
-        for p in ptrs {
-            if let Some(r) = self.live.get_mut(&p) {
-                r.reported |= reported::DESTROY_CHANNEL;
-            }
-        }
-    }
-
-    /// A thread was cancelled inside librdmacm's rdma_get_cm_event on `channel`.
-    pub fn cancelled_read(&mut self, channel: usize) {
+    /// A thread was cancelled inside librdmacm's rdma_get_cm_event (`note_cancelled_read`).
+    fn cancelled_read(&mut self, c: CancelledRead) {
         self.cancelled_total += 1;
         if self.cancelled_reads.len() == CANCELLED_CAP {
             self.cancelled_reads.remove(0);
         }
-        self.cancelled_reads.push(CancelledRead {
-            channel,
-            thread: whereis::thread_id(),
-            at_ns: now_ns(),
-        });
+        self.cancelled_reads.push(c);
     }
 
-    /// Whether the program holds an unacked event that `op` on `id` waits for.
-    pub fn holds_events_of(&self, id: usize) -> bool {
-        self.live.values().any(|r| r.owner == id && !r.internal)
-    }
-
-    /// `op` on `id` (whose event channel is `channel`) has blocked `waited_ms` in `thread`
-    /// though the program holds no unacked event of the id: librdmacm waits for an event the
-    /// kernel reported and nobody completed.
-    pub fn report_lost_event(&mut self, w: &Wait, waited_ms: u64) {
-        let call = w.op.call();
-        let cause = match self
+    /// `thread`'s last read left without returning was left by a longjmp (`note_read_resumed`).
+    fn read_left_by_longjmp(&mut self, thread: i32) {
+        let left = self
             .cancelled_reads
-            .iter()
+            .iter_mut()
             .rev()
-            .find(|c| c.channel == w.channel)
-        {
-            Some(c) => format!(
-                "thread {} was cancelled inside rdma_get_cm_event on this id's event channel {:.1} ms before this call: a cancel that lands as the kernel hands over an event loses that event (glibc acts on it after the read returned), and librdmacm waits for its ack forever; cancel a CM thread only outside rdma_get_cm_event",
-                c.thread,
-                w.start_ns.saturating_sub(c.at_ns) as f64 / 1e6
-            ),
-            None => "the kernel reported an event for it that never reached the program through rdma_get_cm_event (read from the channel's fd directly, or lost by a cancelled thread)".to_string(),
-        };
-        let f = Finding {
-            kind: Kind::LostEvent,
-            seq: 0,
-            event_type: "-",
-            id: w.id,
-            thread: w.thread,
-            place: whereis::describe(w.caller.addr),
-            message: format!(
-                "{call} has waited {waited_ms} ms although every event the program got for this id was acked: {cause}"
-            ),
-        };
-        self.add(f);
-    }
-
-    /// `thread` (called from `at`) has been inside rdma_get_cm_event on `channel` for at least
-    /// `waited_ms` since the watcher first saw that channel without ids: it waits for good.
-    pub fn report_read_without_ids(
-        &mut self,
-        channel: usize,
-        thread: i32,
-        at: usize,
-        waited_ms: u64,
-    ) {
-        let Some(e) = self.objects.emptied(channel) else {
-            return;
-        };
-        let place = if at == 0 {
-            "rdma_get_cm_event".to_string()
-        } else {
-            whereis::describe(at)
-        };
-        let message = format!(
-            "rdma_get_cm_event on event channel {channel:#x} has blocked at least {waited_ms} ms \
-             since thread {} destroyed the channel's last cm_id ({:#x}, at {}), and no id was \
-             made on it since: no event can come, so it returns only if an id is made on this \
-             channel or the thread is cancelled. The kernel drops a destroyed id's unread \
-             events: a thread that polls the channel's fd and then calls rdma_get_cm_event \
-             waits forever when another thread destroys the id between the two (rping's \
-             cm_thread against its main thread's rdma_destroy_id); stop the event thread \
-             before destroying the last id, or read with the fd non-blocking",
-            e.last_thread,
-            e.last_id,
-            whereis::describe(e.last_at),
-        );
-        self.add(Finding {
-            kind: Kind::GetEventWithoutIds,
-            seq: 0,
-            event_type: "-",
-            id: e.last_id,
-            thread,
-            place,
-            message,
-        });
-    }
-
-    /// At exit: events never acked, the report's event records, and the summary, with `extra`
-    /// (the completion events' line) after its counts.
-    pub fn finish(&mut self, extra: Option<String>) -> Option<String> {
-        // Faults since the program's last call: into the report and the counts.
-        if faults::faults_pending() {
-            self.absorb_faults();
+            .find(|c| c.thread == thread && c.by == LeftBy::Cancel);
+        if let Some(c) = left {
+            c.by = LeftBy::Longjmp;
         }
+        self.cancelled_total = self.cancelled_total.saturating_sub(1);
+        self.longjmp_total += 1;
+    }
+
+    /// At exit: events never acked (findings) and the report's records of the events still
+    /// unacked, into the outbox; and what the summary says of the tracker's counts.
+    pub fn finish(&mut self) -> Ending {
+        self.qp_destroys_at_exit();
         let mut leftover: Vec<usize> = self
             .live
             .iter()
@@ -998,15 +688,15 @@ impl State {
                 "never acked: held {:.1} ms until exit",
                 (now_ns() - r.get_ns) as f64 / 1e6
             );
-            let f = Finding {
-                kind: Kind::NeverAcked,
-                seq: r.seq,
-                event_type: r.type_name(),
-                id: r.id,
-                thread: r.thread,
-                place: "exit".to_string(),
-                message: msg,
-            };
+            let f = Finding::here(
+                Kind::NeverAcked,
+                r.seq,
+                r.type_name(),
+                r.id,
+                "exit".to_string(),
+                msg,
+            )
+            .of_thread(r.thread);
             self.add(f);
         }
         let mut unacked: Vec<&Record> = self
@@ -1016,47 +706,24 @@ impl State {
             .collect();
         unacked.sort_by_key(|r| r.seq);
         for r in unacked {
-            self.report.event(r);
+            self.out.lines.event(r);
         }
-        if !self.touched || self.events == 0 && self.findings.is_empty() {
-            return None;
-        }
-        let by_type: Vec<(String, u64)> = self
+        let by_type = self
             .by_type
             .iter()
             .enumerate()
             .filter(|(_, n)| **n > 0)
             .map(|(t, n)| (event_type_name(t as u32).to_string(), *n))
             .collect();
-        let mode = match CONFIG.mode {
-            Mode::Safe => "safe",
-            Mode::Audit => "audit",
-            Mode::Off => "off",
-        };
-        let mut s = report::summary(mode, self.events, &by_type, &self.held, &self.findings);
-        if let Some(line) = extra {
-            s.push_str(&line);
+        Ending {
+            touched: self.touched,
+            events: self.events,
+            by_type,
+            held: std::mem::replace(&mut self.held, Held::new()),
+            cancelled: self.cancelled_total,
+            longjmps: self.longjmp_total,
+            left: self.objects.leftover(),
         }
-        if self.cancelled_total > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   threads cancelled inside rdma_get_cm_event: {}\n",
-                self.cancelled_total
-            ));
-        }
-        if self.faults_lost > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {}\n",
-                self.faults_lost
-            ));
-        }
-        let left = self.objects.leftover();
-        if left.ids > 0 || left.channels > 0 {
-            s.push_str(&format!(
-                "==cmsafe==   never destroyed: {} cm_ids ({} of rejected requests), {} event channels\n",
-                left.ids, left.rejected, left.channels
-            ));
-        }
-        Some(s)
     }
 
     /// In a child after fork(2): its own report and counts; what it inherited is not its doing.
@@ -1067,22 +734,11 @@ impl State {
         self.events = 0;
         self.by_type = [0; TYPE_SLOTS];
         self.held.clear();
-        self.findings.clear();
         self.cancelled_reads.clear();
         self.cancelled_total = 0;
-        self.faults_lost = 0;
-        // The parent's lines are the parent's to write (the file is closed: report_file).
-        self.report.take();
-        self.say.clear();
-    }
-}
-
-/// What safe mode does with a call on a destroyed object, for the finding's message.
-fn refused(errno_name: &str) -> String {
-    if CONFIG.mode == Mode::Safe {
-        format!("; safe mode refused the call (-1, errno {errno_name})")
-    } else {
-        String::new()
+        self.longjmp_total = 0;
+        // What the parent had to say is the parent's (its report is closed: report_file).
+        self.out.clear();
     }
 }
 
@@ -1094,10 +750,11 @@ fn forget(r: Record) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn acked(seq: u64) -> Record {
+    /// A record of event `seq`, all else zero (the judge's tests use it too).
+    pub(crate) fn acked(seq: u64) -> Record {
         Record {
             seq,
             event_type: 0,
@@ -1136,77 +793,5 @@ mod tests {
         assert_eq!(s.acked.len(), ACKED_CAP);
         assert_eq!(seq(&s, 0x10_0000), Some(4));
         assert_eq!(seq(&s, 0x9000_0010), Some(1 << 41));
-    }
-
-    #[test]
-    fn a_channel_destroy_waits_only_for_what_other_threads_hold() {
-        let mut s = new_state(&CONFIG);
-        let (chan, other_chan) = (0x7000_0010, 0x7000_0020);
-        let me = whereis::thread_id();
-        let held = |seq, channel, thread, reported, internal| Record {
-            channel,
-            thread,
-            reported,
-            internal,
-            ..acked(seq)
-        };
-        s.live.insert(0x1000, held(1, chan, me + 1, 0, false));
-        s.live.insert(0x2000, held(2, chan, me, 0, false));
-        s.live.insert(0x3000, held(3, other_chan, me + 1, 0, false));
-        s.live.insert(
-            0x4000,
-            held(4, chan, me + 1, reported::DESTROY_CHANNEL, false),
-        );
-        s.live.insert(0x5000, held(5, chan, me + 1, 0, true));
-        assert_eq!(s.channel_held_by_others(chan), [0x1000]);
-        // Once acked, nothing is left to wait for.
-        s.live.remove(&0x1000);
-        assert!(s.still_unacked(&[0x1000]).is_empty());
-        assert!(s.channel_held_by_others(chan).is_empty());
-    }
-
-    /// A call made from the program (false) or from inside librdmacm (true), at no place.
-    fn call_from(in_librdmacm: bool) -> whereis::Caller {
-        whereis::Caller {
-            addr: 0,
-            in_librdmacm,
-        }
-    }
-
-    #[test]
-    fn a_call_on_a_destroyed_id_or_on_no_id_is_named_once_each() {
-        let mut s = new_state(&CONFIG);
-        let caller = call_from(false);
-        let id = 0x5555_0000_1230;
-        s.id_created(id, 0, caller, false);
-        assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
-        s.destroyed(id, 0, 0, 0);
-        assert!(s.use_of_id("rdma_resolve_addr", id, caller));
-        // A sockaddr_in for 192.0.2.1:18515 read as a pointer, as perftest's retry passes it.
-        assert!(s.use_of_id("rdma_resolve_addr", 0x0102_00c0_5348_0002, caller));
-        let kinds: Vec<(Kind, u64)> = s.findings.iter().map(|(f, n)| (f.kind, *n)).collect();
-        assert_eq!(kinds, [(Kind::UseAfterDestroyId, 1), (Kind::NotACmId, 1)]);
-        // Made again at the same address: a live id once more.
-        s.id_created(id, 0, caller, false);
-        assert!(!s.use_of_id("rdma_resolve_addr", id, caller));
-    }
-
-    #[test]
-    fn librdmacm_calling_on_a_reused_address_revives_the_id() {
-        let mut s = new_state(&CONFIG);
-        let (program, librdmacm) = (call_from(false), call_from(true));
-        let id = 0x5555_0000_4560;
-        s.id_created(id, 0, program, false);
-        s.destroyed(id, 0, 0, 0);
-        // librdmacm made a request id at the freed address unseen, then migrates it.
-        assert!(!s.use_of_id("rdma_migrate_id", id, librdmacm));
-        assert!(s.findings.is_empty());
-        // The program's calls on it are calls on a live id now.
-        assert!(!s.use_of_id("rdma_accept", id, program));
-        assert!(s.findings.is_empty());
-        s.destroyed(id, 0, 0, 0);
-        assert!(s.use_of_id("rdma_accept", id, program));
-        let kinds: Vec<Kind> = s.findings.iter().map(|(f, _)| f.kind).collect();
-        assert_eq!(kinds, [Kind::UseAfterDestroyId]);
     }
 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use crate::cm::track::{now_ns, with_state, Op, Wait};
 use crate::sys::config::CONFIG;
-use crate::sys::whereis::{self, Caller};
+use crate::sys::this_thread;
+use crate::sys::whereis::Caller;
 use cmsafe_core::fork_lock::{ForkSafeGuard, ForkSafeMutex};
 
 /// A watched call in progress.
@@ -82,7 +83,7 @@ pub fn begin(op: Op, id: usize, channel: usize, caller: Caller) -> u64 {
             op,
             id,
             channel,
-            thread: whereis::thread_id(),
+            thread: this_thread::id(),
             start_ns: now_ns(),
             caller,
         },

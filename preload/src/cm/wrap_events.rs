@@ -7,12 +7,12 @@ use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id, rdma_event_channel};
 use cmsafe_core::errno;
 
 use crate::audit::probes;
-use crate::cm::track::{self, with_state, Op};
-use crate::cm::{objects, readers, watch, wrap_ids};
+use crate::cm::track::{self, with_state, AckVerdict, Op};
+use crate::cm::{readers, refuse, watch};
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::quiet::missing;
-use crate::sys::{cancel, real, whereis};
+use crate::sys::{cancel, real, this_thread, whereis};
 
 /// A read of a channel in progress (readers.rs), for `cancelled_in_get`.
 struct Reading {
@@ -20,7 +20,8 @@ struct Reading {
     token: readers::Token,
 }
 
-/// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event.
+/// Run by glibc when a cancellation unwinds a thread out of librdmacm's rdma_get_cm_event, or a
+/// longjmp out of a signal handler jumps over it: nothing here takes a lock.
 ///
 /// # Safety
 /// `reading` points to the `Reading` of the get_cm_event frame being unwound (still in place
@@ -29,8 +30,7 @@ unsafe extern "C" fn cancelled_in_get(reading: *mut libc::c_void) {
     // SAFETY: the caller's contract.
     let r = unsafe { &*(reading as *const Reading) };
     readers::leave(r.token);
-    let channel = r.channel;
-    quietly(|| with_state(|s| s.cancelled_read(channel)));
+    track::note_cancelled_read(r.channel);
 }
 
 /// Before `op` on `id`: events the calling thread itself holds are reported at once (it cannot
@@ -50,7 +50,7 @@ fn judge_wait(
 ) -> Result<u64, i32> {
     let mut token = Ok(0);
     // Audit passes such an id on, as librdmacm would get it, and the preload never reads it.
-    let no_id = objects::cannot_be_object(id as usize);
+    let no_id = crate::sys::address::cannot_be_object(id as usize);
     quietly(|| {
         let caller = whereis::caller_at(ret);
         let safe = CONFIG.mode == Mode::Safe;
@@ -61,7 +61,7 @@ fn judge_wait(
             if no_id {
                 return Ok((Vec::new(), Vec::new()));
             }
-            if wrap_ids::channel_may_be_gone(new_channel)
+            if refuse::channel_may_be_gone(new_channel)
                 && s.use_of_channel(op.call(), new_channel as usize, caller)
                 && safe
             {
@@ -81,18 +81,24 @@ fn judge_wait(
         if !mine.is_empty() {
             with_state(|s| s.report_wait(op, id as usize, &mine, caller, None));
         }
-        let start = track::now_ns();
-        let mut left = others;
-        while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
-            cancel::sleep(std::time::Duration::from_millis(1));
-            left = with_state(|s| s.still_unacked(&left));
+        if op == Op::DestroyQp {
+            // librdmacm's rdma_destroy_qp waits for no ack: neither do we (judged at the ack).
+            if !others.is_empty() {
+                with_state(|s| s.note_qp_destroy(&others, caller));
+            }
+            return;
         }
+        let (left, waited_ns) = crate::sys::wait::for_acks(
+            others,
+            |left| !left.is_empty(),
+            |left| with_state(|s| s.still_unacked(left)),
+        );
         if !left.is_empty() {
-            let waited_ms = (track::now_ns() - start) / 1_000_000;
+            let waited_ms = waited_ns / 1_000_000;
             with_state(|s| s.report_wait(op, id as usize, &left, caller, Some(waited_ms)));
         }
         // librdmacm's own destroys (its set-up probes devices with a temporary id) never wait.
-        if op != Op::DestroyQp && !caller.in_librdmacm && !no_id {
+        if !caller.in_librdmacm && !no_id {
             // SAFETY: as above.
             let channel = unsafe { (*id).channel } as usize;
             token = Ok(watch::begin(op, id as usize, channel, caller));
@@ -121,15 +127,19 @@ pub unsafe extern "C-unwind" fn get_cm_event(
         // SAFETY: the program's own arguments, passed on.
         return unsafe { real(channel, event) };
     }
-    if wrap_ids::channel_refused("rdma_get_cm_event", channel, ret) {
+    if refuse::channel_refused("rdma_get_cm_event", channel, ret) {
         return -1;
     }
     let mut raw: *mut rdma_cm_event = std::ptr::null_mut();
     // Seen by the hang watcher while it lasts: a read on a channel whose ids are all destroyed
     // never returns.
+    let (thread, left_before) = this_thread::id_and_left_read();
+    if left_before {
+        track::note_read_resumed(thread);
+    }
     let reading = Reading {
         channel: channel as usize,
-        token: readers::enter(channel as usize, whereis::thread_id(), ret),
+        token: readers::enter(channel as usize, thread, ret),
     };
     // SAFETY: as above, with our own out pointer; `cancelled_in_get` only gives the read's slot
     // back and records the channel, reading `reading`, which outlives the call.
@@ -179,19 +189,18 @@ pub unsafe extern "C-unwind" fn ack_cm_event(event: *mut rdma_cm_event, ret: usi
         // SAFETY: passed on as given.
         return unsafe { real(event) };
     }
-    let mut verdict: Result<Option<usize>, bool> = Err(true);
+    // A panic caught on the way leaves the pointer to librdmacm, as without us.
+    let mut verdict = AckVerdict::Pass;
     quietly(|| {
         let caller = whereis::caller_at(ret);
         verdict = with_state(|s| s.ack(event as usize, caller, CONFIG.late_ack_ns));
     });
     match verdict {
         // SAFETY: librdmacm's event behind the program's copy, acked once, now.
-        Ok(Some(raw)) => unsafe { real(raw as *mut rdma_cm_event) },
-        Ok(None) => 0,
-        // A double ack: librdmacm's event was already acked; doing it again would free twice.
-        Err(false) => 0,
+        AckVerdict::Forward(raw) => unsafe { real(raw as *mut rdma_cm_event) },
+        AckVerdict::Done | AckVerdict::Swallow => 0,
         // SAFETY: not ours: librdmacm judges it, as it would without us.
-        Err(true) => unsafe { real(event) },
+        AckVerdict::Pass => unsafe { real(event) },
     }
 }
 
@@ -217,7 +226,7 @@ pub unsafe extern "C-unwind" fn destroy_id(id: *mut rdma_cm_id, ret: usize) -> i
     let rc = unsafe { real(id) };
     quietly(|| {
         watch::end(token);
-        let thread = whereis::thread_id();
+        let thread = this_thread::id();
         with_state(|s| s.destroyed(id as usize, thread, ret, rc));
     });
     rc
@@ -266,7 +275,7 @@ pub unsafe extern "C-unwind" fn destroy_event_channel(
         return;
     };
     if CONFIG.mode != Mode::Off && !channel.is_null() {
-        if wrap_ids::channel_refused("rdma_destroy_event_channel", channel, ret) {
+        if refuse::channel_refused("rdma_destroy_event_channel", channel, ret) {
             return;
         }
         quietly(|| {
@@ -277,12 +286,11 @@ pub unsafe extern "C-unwind" fn destroy_event_channel(
             // destroy returned without waiting for the program's ack, as librdmacm's would
             // have: the thread may still be in its handler, the ack its next step, when the
             // channel goes (rping before rdma-core 59, seen on trixie).
-            let start = track::now_ns();
-            let mut left = with_state(|s| s.channel_held_by_others(channel as usize));
-            while !left.is_empty() && track::now_ns() - start < CONFIG.late_ack_ns {
-                cancel::sleep(std::time::Duration::from_millis(1));
-                left = with_state(|s| s.still_unacked(&left));
-            }
+            crate::sys::wait::for_acks(
+                with_state(|s| s.channel_held_by_others(channel as usize)),
+                |left| !left.is_empty(),
+                |left| with_state(|s| s.still_unacked(left)),
+            );
             with_state(|s| s.destroying_channel(channel as usize, caller));
         });
     }

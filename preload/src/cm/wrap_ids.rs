@@ -8,71 +8,13 @@
 
 use cmsafe_core::cm::{rdma_cm_id, rdma_conn_param, rdma_event_channel};
 
-use crate::cm::objects::{self, GONE_CHANNELS, GONE_IDS};
-use crate::cm::track::{with_state, State};
+use crate::cm::refuse::{channel_refused, id_refused};
+use crate::cm::track::with_state;
 use crate::lifecycle::quietly;
 use crate::sys::config::{Mode, CONFIG};
 use crate::sys::quiet::missing;
 use crate::sys::{real, whereis};
 use cmsafe_core::errno;
-
-/// Before a call on an object the program may have destroyed (`gone` reports it): true when safe
-/// mode refuses the call, errno then `err`. Audit reports it and lets the call go on, as
-/// librdmacm would take it without the preload.
-pub fn refused(
-    ret: usize,
-    err: i32,
-    gone: impl FnOnce(&mut State, whereis::Caller) -> bool,
-) -> bool {
-    let mut was_gone = false;
-    quietly(|| {
-        let caller = whereis::caller_at(ret);
-        was_gone = with_state(|s| gone(s, caller));
-    });
-    if was_gone && CONFIG.mode == Mode::Safe {
-        errno::set(err);
-        return true;
-    }
-    false
-}
-
-/// The same for a call on `id`. Inlined to the lock-free checks, true for few ids; the judgment
-/// under the lock stays out of line.
-#[inline(always)]
-pub fn id_refused(call: &str, id: *mut rdma_cm_id, ret: usize) -> bool {
-    let p = id as usize;
-    !id.is_null()
-        && (objects::cannot_be_object(p) || GONE_IDS.may_hold(p))
-        && id_judged(call, p, ret)
-}
-
-#[cold]
-#[inline(never)]
-fn id_judged(call: &str, id: usize, ret: usize) -> bool {
-    refused(ret, libc::EINVAL, |s, c| s.use_of_id(call, id, c))
-}
-
-/// Whether `channel` can be one the program destroyed: not NULL, and among the destroyed
-/// channels the check can read without the tracker's lock (`objects::GoneChannels`).
-#[inline(always)]
-pub fn channel_may_be_gone(channel: *mut rdma_event_channel) -> bool {
-    !channel.is_null() && GONE_CHANNELS.may_hold(channel as usize)
-}
-
-/// The same as `id_refused` for a call on `channel`. Inlined to the lock-free check, which
-/// rdma_get_cm_event makes for every event; the judgment under the lock stays out of line.
-#[inline(always)]
-pub fn channel_refused(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
-    channel_may_be_gone(channel) && channel_judged(call, channel, ret)
-}
-
-#[cold]
-#[inline(never)]
-fn channel_judged(call: &str, channel: *mut rdma_event_channel, ret: usize) -> bool {
-    refused(ret, libc::EBADF, |s, c| {
-        s.use_of_channel(call, channel as usize, c)
-    })
-}
 
 /// `call` on `id`, nothing else to judge: refused in safe mode when the id was destroyed.
 fn id_call(call: &str, id: *mut rdma_cm_id, ret: usize, real: impl FnOnce() -> i32) -> i32 {

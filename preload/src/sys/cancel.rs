@@ -181,10 +181,13 @@ mod tests {
         ("sys/real.rs", "libc::dlopen(", 1),
         // (the open and the writes are cmsafe_core::outfile's, called there).
         ("audit/report_file.rs", "libc::close(", 2),
-        // userfaultfd: its descriptor closed inside uncancellable (a refused API, a fork's
-        // child); the fault thread's reads of faults and of /proc (its own thread: never
-        // cancelled).
-        ("audit/uffd.rs", "libc::close(", 3),
+        // userfaultfd: its descriptor closed inside uncancellable (a refused API, handed over
+        // to the fault thread); the fault thread's closes (its table's, a stderr copy's, /proc's)
+        // and reads of faults and of /proc (its own thread: never cancelled).
+        ("audit/uffd.rs", "libc::close(", 5),
+        ("audit/pages.rs", "libc::close(", 1),
+        // Inside uncancellable: whether a seccomp filter is in force, read once.
+        ("sys/seccomp.rs", "fs::read", 1),
         ("audit/uffd.rs", "libc::open(", 1),
         ("audit/uffd.rs", "libc::read(", 2),
     ];

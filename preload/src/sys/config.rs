@@ -3,6 +3,7 @@
 
 use std::ffi::CStr;
 
+use cmsafe_core::setting::{self, Parsed};
 use once_cell::sync::Lazy;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,27 +48,21 @@ fn var(name: &CStr) -> Option<String> {
 /// initializer must not panic (an unwind into C), so its one message is written by `say_err!`,
 /// which cannot.
 pub static CONFIG: Lazy<Config> = Lazy::new(|| {
-    let mode = match var(c"CMSAFE_MODE").as_deref().map(str::trim) {
-        Some("safe") => Mode::Safe,
-        Some("off") => Mode::Off,
-        Some("audit") | Some("") | None => Mode::Audit,
-        Some(other) => {
-            crate::sys::cancel::say_err!(
-                "==cmsafe== CMSAFE_MODE={other:?} is not audit, safe or off: using audit"
-            );
-            Mode::Audit
-        }
-    };
-    let guard = match var(c"CMSAFE_GUARD").as_deref().map(str::trim) {
-        Some("mprotect") => Guard::Mprotect,
-        Some("userfaultfd") | Some("") | None => Guard::Userfaultfd,
-        Some(other) => {
-            crate::sys::cancel::say_err!(
-                "==cmsafe== CMSAFE_GUARD={other:?} is not userfaultfd or mprotect: using userfaultfd"
-            );
-            Guard::Userfaultfd
-        }
-    };
+    let mode = choice(
+        c"CMSAFE_MODE",
+        &[
+            ("audit", Mode::Audit),
+            ("safe", Mode::Safe),
+            ("off", Mode::Off),
+        ],
+    );
+    let guard = choice(
+        c"CMSAFE_GUARD",
+        &[
+            ("userfaultfd", Guard::Userfaultfd),
+            ("mprotect", Guard::Mprotect),
+        ],
+    );
     let late_ms = number(c"CMSAFE_LATE_ACK_MS", 0, 1000);
     let hang_ms = number(c"CMSAFE_HANG_MS", 0, 5000);
     let rejected_ids = number(c"CMSAFE_REJECTED_IDS", 1, 64) as usize;
@@ -85,16 +80,38 @@ pub static CONFIG: Lazy<Config> = Lazy::new(|| {
     }
 });
 
+/// The value of the word of `words` in the variable `name`; the first word's when it is unset
+/// or empty, and, said once on stderr, when it is something else.
+fn choice<T: Copy>(name: &CStr, words: &[(&str, T)]) -> T {
+    let v = var(name);
+    let (first, default) = words[0];
+    match setting::word(v.as_deref(), words) {
+        Parsed::Value(value) => value,
+        Parsed::Unset => default,
+        Parsed::Invalid => {
+            let names: Vec<&str> = words.iter().map(|&(w, _)| w).collect();
+            let (last, rest) = names.split_last().unwrap_or((&first, &[]));
+            crate::sys::cancel::say_err!(
+                "==cmsafe== {}={:?} is not {} or {last}: using {first}",
+                name.to_string_lossy(),
+                v.as_deref().map_or("", str::trim),
+                rest.join(", ")
+            );
+            default
+        }
+    }
+}
+
 /// The whole number in the variable `name`, at least `min`; `default` when it is unset or
 /// empty, and, said once on stderr as CMSAFE_MODE's mistakes are, when it is something else: a
 /// setting mistyped is not silently a different one.
 fn number(name: &CStr, min: u64, default: u64) -> u64 {
-    let Some(v) = var(name).filter(|v| !v.trim().is_empty()) else {
-        return default;
-    };
-    match v.trim().parse::<u64>() {
-        Ok(n) if n >= min => n,
-        _ => {
+    let v = var(name);
+    match setting::number(v.as_deref(), min..=u64::MAX) {
+        Parsed::Value(n) => n,
+        Parsed::Unset => default,
+        Parsed::Invalid => {
+            let v = v.unwrap_or_default();
             let name = name.to_string_lossy();
             let floor = if min > 0 {
                 format!(" of at least {min}")

@@ -6,10 +6,16 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-/// `s` with every control character (C0, DEL, C1) and the backslash written as escapes:
-/// `\n`, `\t`, `\x1b`, `\u{85}`, `\\`. Printable text, spaces included, is kept as it is.
+/// `s` with every control character (C0, DEL, C1), the backslash, and the characters some
+/// readers take for a line's end or that reorder what a terminal shows (U+2028, U+2029, the
+/// bidirectional overrides and isolates) written as escapes: `\n`, `\t`, `\x1b`, `\u{85}`,
+/// `\u{2028}`, `\\`. Printable text, spaces included, is kept as it is.
 pub fn printable(s: &str) -> Cow<'_, str> {
-    let plain = |c: char| !c.is_control() && c != '\\';
+    let plain = |c: char| {
+        !c.is_control()
+            && c != '\\'
+            && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
     if s.chars().all(plain) {
         return Cow::Borrowed(s);
     }
@@ -48,5 +54,9 @@ mod tests {
         assert_eq!(printable("\u{7f}\u{85}\u{9b}"), "\\x7f\\u{85}\\u{9b}");
         // The escape's own character is escaped, so an escape seen was made here.
         assert_eq!(printable("a\\nb"), "a\\\\nb");
+        // Line and paragraph separators (Python's splitlines ends a line there), and the
+        // bidirectional overrides that reorder a terminal's text.
+        assert_eq!(printable("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c");
+        assert_eq!(printable("\u{202e}x\u{2066}"), "\\u{202e}x\\u{2066}");
     }
 }

@@ -184,27 +184,6 @@ pub fn describe(addr: usize) -> String {
     }
 }
 
-thread_local! {
-    /// gettid(2) is a system call each time in glibc: asked once per thread.
-    static TID: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
-}
-
-/// The calling thread's id, as ps and gdb show it.
-pub fn thread_id() -> i32 {
-    TID.with(|t| {
-        if t.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            t.set(unsafe { libc::gettid() });
-        }
-        t.get()
-    })
-}
-
-/// In a child after fork(2): the one thread there has a new id.
-pub fn forget_thread_id() {
-    TID.with(|t| t.set(0));
-}
-
 /// Where a fault happened: the faulting instruction, and when that is in a system library
 /// (memcpy, strlen, printf, a system call's wrapper...), the first frame of the program's own
 /// code under it: the link register, else the first word on the stack that is a return address

@@ -58,7 +58,7 @@ impl<T: Default + AtExit + 'static> Family<T> {
         self.inner.held_here()
     }
 
-    /// At exit: each never-acked finding said through the CM tracker (after this lock is
+    /// At exit: each never-acked finding said through the findings sink (after this lock is
     /// dropped: the two are never held together), and the summary's line on these events (None
     /// when none went through).
     pub fn at_exit(&self) -> Option<String> {
@@ -71,7 +71,7 @@ impl<T: Default + AtExit + 'static> Family<T> {
             (table.never_acked_findings(), line)
         };
         for f in findings {
-            crate::cm::track::with_state(|s| s.add_finding(f));
+            crate::audit::sink::say(f);
         }
         Some(line)
     }

@@ -1,9 +1,7 @@
 //! The threads that got an object's events (completion or async), for findings, and the grace a
 //! destroy gives those threads to ack before it is judged.
 
-use crate::cm::track;
-use crate::sys::config::CONFIG;
-use crate::sys::whereis;
+use crate::sys::this_thread;
 
 /// Getter threads remembered per object (the first ones; more are counted only).
 pub const THREADS: usize = 4;
@@ -90,23 +88,14 @@ pub fn settled<T>(
     probe: impl Fn() -> Option<T>,
     getters: impl Fn(&T) -> Option<Getters>,
 ) -> Option<T> {
-    let me = whereis::thread_id();
+    let me = this_thread::id();
     let may_ack = |issue: &Option<T>| {
         issue
             .as_ref()
             .and_then(&getters)
             .is_some_and(|g| g.others_may_ack(me))
     };
-    let mut issue = probe();
-    if !may_ack(&issue) {
-        return issue;
-    }
-    let start = track::now_ns();
-    while may_ack(&issue) && track::now_ns() - start < CONFIG.late_ack_ns {
-        crate::sys::cancel::sleep(std::time::Duration::from_millis(1));
-        issue = probe();
-    }
-    issue
+    crate::sys::wait::for_acks(probe(), may_ack, |_| probe()).0
 }
 
 #[cfg(test)]
@@ -131,11 +120,11 @@ mod tests {
 
     #[test]
     fn only_a_running_other_thread_may_still_ack() {
-        let me = whereis::thread_id();
+        let me = this_thread::id();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
-            tid_tx.send(whereis::thread_id()).unwrap();
+            tid_tx.send(this_thread::id()).unwrap();
             go_rx.recv().unwrap();
         });
         let other = tid_rx.recv().unwrap();

@@ -1,9 +1,8 @@
-//! Findings about libibverbs objects (CQs, QPs, SRQs, WQs), said through the CM tracker, which
-//! says and counts every finding.
+//! Findings about libibverbs objects (CQs, QPs, SRQs, WQs), said through the findings sink
+//! (audit/sink.rs), which says and counts every finding.
 
 use crate::audit::findings;
-use crate::cm::track::with_state;
-use crate::sys::whereis;
+use crate::sys::{this_thread, whereis};
 
 /// Says a finding about a libibverbs object `id` (stderr, report, summary), made at the program
 /// address `at` by the calling thread.
@@ -18,9 +17,9 @@ pub fn say_about(
         kind,
         event_type,
         id,
-        whereis::thread_id(),
+        this_thread::id(),
         whereis::describe(at),
         message,
     );
-    with_state(|s| s.add_finding(f));
+    crate::audit::sink::say(f);
 }

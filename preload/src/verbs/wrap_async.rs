@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 use crate::audit::findings::Kind;
 use crate::sys::config::{Mode, CONFIG};
-use crate::sys::{real, whereis};
+use crate::sys::{real, this_thread, whereis};
 use crate::verbs::async_events::{self, type_name, AckIssue, Obj, Object};
 use crate::verbs::getters;
 
@@ -56,7 +56,7 @@ pub unsafe extern "C-unwind" fn get_async_event(
     // SAFETY: libibverbs just filled the program's non-NULL struct ibv_async_event.
     let (t, element) = unsafe { read_event(event) };
     crate::lifecycle::quietly(|| {
-        let thread = whereis::thread_id();
+        let thread = this_thread::id();
         async_events::ASYNCS.with(|q| q.got(t, element, thread, whereis::place(ret)));
     });
     rc

@@ -7,7 +7,7 @@ use std::ffi::{c_uint, c_void};
 
 use crate::audit::findings::Kind;
 use crate::sys::config::{Mode, CONFIG};
-use crate::sys::{real, whereis};
+use crate::sys::{real, this_thread, whereis};
 use crate::verbs::async_events::Object;
 use crate::verbs::cq::{self, AckIssue, Cq, DestroyIssue};
 use crate::verbs::{getters, wrap_async};
@@ -46,7 +46,7 @@ pub unsafe extern "C-unwind" fn get_cq_event(
     // SAFETY: libibverbs stored the event's CQ through the program's non-NULL pointer.
     let got = unsafe { *cq } as usize;
     crate::lifecycle::quietly(|| {
-        let thread = whereis::thread_id();
+        let thread = this_thread::id();
         cq::CQS.with(|q| q.got(got, channel as usize, thread, whereis::place(ret)));
     });
     rc

@@ -13,6 +13,7 @@ HARNESSES = {
     "faults": "cmsafe_harness.faults",
     "demo": "cmsafe_harness.demo",
     "stack-suite": "cmsafe_harness.stack_suite",
+    "deb-suite": "cmsafe_harness.deb_suite",
     "usdt": "cmsafe_harness.usdt",
     "soak": "cmsafe_harness.soak",
     "race": "cmsafe_harness.race",

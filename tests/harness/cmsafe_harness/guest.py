@@ -59,3 +59,12 @@ def project_root() -> str:
     """The work tree: this file is tests/harness/cmsafe_harness/guest.py."""
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.dirname(os.path.dirname(os.path.dirname(here)))
+
+
+def installed_preload() -> tuple[str, str] | None:
+    """The installed cmsafe-audit and libcmsafe_preload.so that scripts/deb-test's guest runs
+    the programs through (CMSAFE_TEST_AUDIT and CMSAFE_TEST_PRELOAD, both set), instead of this
+    tree's build; None when they are not set."""
+    audit = os.environ.get("CMSAFE_TEST_AUDIT")
+    lib = os.environ.get("CMSAFE_TEST_PRELOAD")
+    return (audit, lib) if audit and lib else None

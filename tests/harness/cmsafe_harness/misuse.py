@@ -1190,6 +1190,12 @@ class Harness:
         self.ctx = ctx
         self.t = t
         self.lib = os.path.join(root, cases.LIB)
+        # The installed packages' (scripts/deb-test): audit and safe through cmsafe-audit, as a
+        # user runs them; a run that sets its own CMSAFE_MODE keeps LD_PRELOAD.
+        self.audit: str | None = None
+        installed = guest.installed_preload()
+        if installed:
+            self.audit, self.lib = installed
         self.hang_wait = cases.HANG_WAIT * g.time_scale
         self.run_timeout = cases.RUN_TIMEOUT * g.time_scale
         self.base = proc.environment({k: None for k in (
@@ -1210,9 +1216,12 @@ class Harness:
         if program:
             argv[0] = os.path.join(cases.BIN, argv[0])
         changes: dict = {}
-        if mode != "raw":
-            changes = {"LD_PRELOAD": self.lib, "CMSAFE_MODE": mode,
-                       "CMSAFE_REPORT": os.path.join(self.root, log + ".%p.jsonl")}
+        report = os.path.join(self.root, log + ".%p.jsonl")
+        if mode != "raw" and self.audit and "CMSAFE_MODE" not in (env or {}):
+            argv = [self.audit] + (["--safe"] if mode == "safe" else []) + \
+                ["--report", report, "--"] + argv
+        elif mode != "raw":
+            changes = {"LD_PRELOAD": self.lib, "CMSAFE_MODE": mode, "CMSAFE_REPORT": report}
         changes.update(env or {})
         e = dict(self.base)
         e.update(changes)
@@ -1399,6 +1408,9 @@ def main(argv: Sequence[str]) -> int:
     root = guest.project_root()
     os.chdir(root)
     g = guest.from_env(NAME)
+    # The programs of another build than make preload-tests' (scripts/deb-test's, built in the
+    # suite's root on this machine); the same sources.
+    cases.BIN = os.environ.get("PRELOAD_MISUSE_BIN") or cases.BIN
     try:
         kinds = tuple(audit.finding_kinds(root))
     except (OSError, subprocess.SubprocessError) as e:

@@ -767,6 +767,9 @@ class Harness:
         self.t = tally
         self.lib = os.path.join(root, "target", "release", "libcmsafe_preload.so")
         self.audit = os.path.join(root, "bin", "cmsafe-audit")
+        installed = guest.installed_preload()  # the packages' (scripts/deb-test)
+        if installed:
+            self.audit, self.lib = installed
         self.client_timeout = CLIENT_TIMEOUT if set_name == "basic" else SERVICES_CLIENT_TIMEOUT
         self.late_ack = "" if set_name == "basic" else str(SERVICES_LATE_ACK_MS)
         out = "target/preload-real/" + set_name

@@ -168,9 +168,10 @@ def first_line(argv: Sequence[str]) -> str:
 
 
 class Suite:
-    def __init__(self, addr: str):
+    def __init__(self, addr: str, out: str = OUT):
         self.addr = addr
-        self.summary = open(os.path.join(OUT, "summary.txt"), "w")
+        self.out = out
+        self.summary = open(os.path.join(out, "summary.txt"), "w")
         self.bad = 0
         self.reason = ""
 
@@ -193,7 +194,7 @@ class Suite:
 
     def part_script(self, name: str, argv: Sequence[str], extra: Sequence[str] = ()) -> bool:
         """The command's own counts as the part's; its "skip" lines and EXTRA counted apart."""
-        log = os.path.join(OUT, name + ".log")
+        log = os.path.join(self.out, name + ".log")
         with open(log, "wb") as f:
             rc = proc.shell_status(subprocess.call(list(argv), stdin=subprocess.DEVNULL, stdout=f,
                                                    stderr=subprocess.STDOUT))

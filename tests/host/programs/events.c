@@ -10,10 +10,16 @@
  *   events nonblocking          on an O_NONBLOCK channel fd: rdma_get_cm_event with nothing queued,
  *                               then poll(2), an event queued, poll(2) and rdma_get_cm_event again;
  *                               prints what each returned
+ *   events destroy-qp-held MS   an event thread gets a DISCONNECTED and holds it MS ms before its
+ *                               ack while the main thread calls rdma_destroy_qp on its id (which
+ *                               in librdmacm waits for no ack): prints whether the call returned
+ *                               "before the ack" or "after the ack"
  * Exit 0 when the case ran to its end. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/time.h>
 
@@ -176,6 +182,40 @@ static int nonblocking(char **args)
     return 0;
 }
 
+struct held {
+    struct rdma_event_channel *ch;
+    unsigned hold_ms;
+    atomic_int holding, acked;
+};
+
+static void *hold_disconnected(void *arg)
+{
+    struct held *h = arg;
+    struct rdma_cm_event *ev = host_get(h->ch, RDMA_CM_EVENT_DISCONNECTED);
+    atomic_store(&h->holding, 1);
+    usleep(h->hold_ms * 1000);
+    atomic_store(&h->acked, 1);
+    host_ack(ev);
+    return NULL;
+}
+
+static int destroy_qp_held(char **args)
+{
+    struct held h = {.ch = host_channel(), .hold_ms = (unsigned)atoi(args[0])};
+    struct rdma_cm_id *id = host_id(h.ch);
+    host_queue(id, RDMA_CM_EVENT_DISCONNECTED, NULL);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, hold_disconnected, &h) == 0, "pthread_create");
+    while (!atomic_load(&h.holding))
+        usleep(1000);
+    rdma_destroy_qp(id);
+    printf("rdma_destroy_qp returned %s the ack\n", atomic_load(&h.acked) ? "after" : "before");
+    REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+    REQUIRE(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+    rdma_destroy_event_channel(h.ch);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct host_case cases[] = {
@@ -186,8 +226,10 @@ int main(int argc, char **argv)
         {"nonblocking", 0, nonblocking},
         {"destroy-never-acked", 1, destroy_never_acked},
         {"ack-after-destroy", 0, ack_after_destroy},
+        {"destroy-qp-held", 1, destroy_qp_held},
     };
     return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
                      "events use-after-ack TOKEN | never-acked | double-ack | destroy-unacked | "
-                     "nonblocking | destroy-never-acked N | ack-after-destroy");
+                     "nonblocking | destroy-never-acked N | ack-after-destroy | "
+                     "destroy-qp-held MS");
 }

@@ -12,9 +12,11 @@
  *   signals default    SIG_DFL, then a NULL write: killed by SIGSEGV
  *   signals ignore     SIG_IGN, then a NULL write: killed by SIGSEGV (the kernel forces it)
  * And one where the program's handler comes AFTER the first event:
- *   signals after TOKEN  a CONNECT_REQUEST carrying TOKEN got, then a crash reporter installed
- *                        (a SIGSEGV handler that says so and exits 99), then the request acked and
- *                        its private data read: prints "after the ack: " and the bytes, exit 0
+ *   signals after TOKEN [HOW]  a CONNECT_REQUEST carrying TOKEN got, then a crash reporter
+ *                        installed (a SIGSEGV handler that says so and exits 99) by HOW: sigaction
+ *                        (the default), __sigaction, signal, ssignal, bsd_signal or sysv_signal;
+ *                        then the request acked and its private data read: prints "after the
+ *                        ack: " and the bytes, exit 0
  * A fault that does not come, or a process that survives one meant to kill it, is exit 5. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -156,6 +158,34 @@ static void crash_reporter(int sig)
     _exit(99);
 }
 
+/* glibc's other names for sigaction and signal, declared here: the headers do not all. */
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
+extern sighandler_t ssignal(int, sighandler_t);
+extern sighandler_t bsd_signal(int, sighandler_t);
+extern sighandler_t sysv_signal(int, sighandler_t);
+
+/* The crash reporter installed by HOW (after's). */
+static void install(const char *how)
+{
+    if (strcmp(how, "sigaction") == 0) {
+        set_action(crash_reporter, 0, 0);
+        return;
+    }
+    if (strcmp(how, "__sigaction") == 0) {
+        struct sigaction sa = {.sa_handler = crash_reporter};
+        sigemptyset(&sa.sa_mask);
+        REQUIRE(__sigaction(SIGSEGV, &sa, NULL) == 0, "__sigaction");
+        return;
+    }
+    sighandler_t (*set)(int, sighandler_t) = strcmp(how, "signal") == 0      ? signal
+                                             : strcmp(how, "ssignal") == 0    ? ssignal
+                                             : strcmp(how, "bsd_signal") == 0 ? bsd_signal
+                                             : strcmp(how, "sysv_signal") == 0 ? sysv_signal
+                                                                               : NULL;
+    REQUIRE(set, "no way %s", how);
+    REQUIRE(set(SIGSEGV, crash_reporter) != SIG_ERR, "%s", how);
+}
+
 static int after(char **args)
 {
     const char *token = args[0];
@@ -163,7 +193,7 @@ static int after(char **args)
     struct rdma_cm_id *listen = host_id(ch);
     struct rdma_cm_id *child = host_queue(listen, RDMA_CM_EVENT_CONNECT_REQUEST, token);
     struct rdma_cm_event *req = host_get(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-    set_action(crash_reporter, 0, 0);
+    install(args[1] ? args[1] : "sigaction");
     const unsigned char *pdata = req->param.conn.private_data;
     unsigned len = req->param.conn.private_data_len;
     REQUIRE(pdata && len == strlen(token), "private data of %u bytes", len);
@@ -186,7 +216,8 @@ int main(int argc, char **argv)
         {"default", 0, by_default},
         {"ignore", 0, ignored},
         {"after", 1, after},
+        {"after", 2, after},
     };
     return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
-                     "signals resethand | nodefer | mask | default | ignore | after TOKEN");
+                     "signals resethand | nodefer | mask | default | ignore | after TOKEN [HOW]");
 }

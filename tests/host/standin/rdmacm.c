@@ -3,9 +3,12 @@
  * take it for librdmacm, and events come when a test queues them (standin.h), not from a kernel.
  *
  * What the preload relies on is done as librdmacm does it (rdma-core's librdmacm/cma.c):
- * - rdma_get_cm_event mallocs each event inside a private struct that embeds the public one,
- *   its private data pointing into that block; rdma_ack_cm_event frees the block, so a read of
- *   the private data after the ack reads freed memory.
+ * - Each event lives inside a private struct that embeds the public one, its private data
+ *   pointing into that block; rdma_ack_cm_event frees the block, so a read of the private data
+ *   after the ack reads freed memory. The blocks come from a pool of the stand-in's own, not
+ *   from malloc: a test that forks or exits from a signal handler in its event loop must meet
+ *   the preload's locks there, not glibc's malloc arena lock, which fork(3) takes and which a
+ *   handler interrupting malloc would hold (a hang raw as much as under the preload).
  * - An event counts against its id, a CONNECT_REQUEST against its listen id; rdma_destroy_id and
  *   rdma_migrate_id wait (a condition variable) until every event counted against the id that
  *   rdma_get_cm_event handed out has been acked.
@@ -36,6 +39,40 @@ struct event {
     struct id *owner; /* whom the event counts against */
     struct event *next;
 };
+
+/* The pool of event blocks: never-used ones from `fresh`, freed ones on a list. */
+#define EVENTS 16384
+static struct event pool[EVENTS];
+static struct event *free_events;
+static size_t fresh;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A zeroed block, or NULL with ENOMEM when all are in use. */
+static struct event *event_alloc(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    struct event *e = free_events;
+    if (e)
+        free_events = e->next;
+    else if (fresh < EVENTS)
+        e = &pool[fresh++];
+    pthread_mutex_unlock(&pool_lock);
+    if (!e) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+/* Back to the pool; its bytes stay until the block is taken again, as freed heap's do. */
+static void event_free(struct event *e)
+{
+    pthread_mutex_lock(&pool_lock);
+    e->next = free_events;
+    free_events = e;
+    pthread_mutex_unlock(&pool_lock);
+}
 
 struct id {
     struct rdma_cm_id pub; /* first */
@@ -148,7 +185,7 @@ static void drop_events(struct event *e)
         struct event *next = e->next;
         if (e->pub.event == RDMA_CM_EVENT_CONNECT_REQUEST)
             free_id((struct id *)e->pub.id);
-        free(e);
+        event_free(e);
         e = next;
     }
 }
@@ -280,7 +317,7 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
     owner->completed++;
     pthread_cond_broadcast(&owner->acked);
     pthread_mutex_unlock(&owner->lock);
-    free(e);
+    event_free(e);
     return 0;
 }
 
@@ -291,7 +328,7 @@ struct rdma_cm_id *standin_queue_event(struct rdma_cm_id *cm_id, enum rdma_cm_ev
         invalid();
         return NULL;
     }
-    struct event *e = calloc(1, sizeof *e);
+    struct event *e = event_alloc();
     if (!e)
         return NULL;
     struct id *subject = (struct id *)cm_id;
@@ -299,7 +336,7 @@ struct rdma_cm_id *standin_queue_event(struct rdma_cm_id *cm_id, enum rdma_cm_ev
         /* librdmacm's new id: the listen id's channel, context and port space. */
         subject = new_id(cm_id->channel, cm_id->context, cm_id->ps);
         if (!subject) {
-            free(e);
+            event_free(e);
             return NULL;
         }
         e->pub.listen_id = cm_id;

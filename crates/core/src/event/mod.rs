@@ -333,17 +333,25 @@ impl Event {
         slot::addr_offsets(pd, addr_len(family))
     }
 
+    /// Where the slot keeps the source and the destination address, each at its family's
+    /// length: pointers whose reach is all of it (a `&sockaddr` reaches 16 bytes).
+    fn addr_ptrs(&self) -> (*const libc::sockaddr, *const libc::sockaddr) {
+        let (src, dst) = self.addr_offsets();
+        // SAFETY: both offsets are inside the slot we hold, 8-aligned.
+        unsafe { (self.tail().add(src).cast(), self.tail().add(dst).cast()) }
+    }
+
     /// The id's source address when the event was fetched (`rdma_get_local_addr(3)`); family
     /// AF_UNSPEC when the id had none. Stored at its family's length ([`addr_len`]).
     pub fn src_addr(&self) -> &libc::sockaddr {
-        // SAFETY: the slot holds the source address at this offset, 8-aligned.
-        unsafe { &*(self.tail().add(self.addr_offsets().0) as *const libc::sockaddr) }
+        // SAFETY: the slot holds the source address there.
+        unsafe { &*self.addr_ptrs().0 }
     }
 
     /// The id's destination address when the event was fetched (`rdma_get_peer_addr(3)`).
     pub fn dst_addr(&self) -> &libc::sockaddr {
         // SAFETY: as above, for the destination.
-        unsafe { &*(self.tail().add(self.addr_offsets().1) as *const libc::sockaddr) }
+        unsafe { &*self.addr_ptrs().1 }
     }
 
     /// One log line: sequence number, type, status decoded, id, addresses and the private data

@@ -11,7 +11,6 @@
 use crate::cm::rdma_cm_event;
 use crate::usdt_fire;
 
-use super::slot::Head;
 use super::Event;
 
 crate::usdt_semaphore!(
@@ -55,8 +54,7 @@ pub fn fetched(event: &Event) {
 /// its private data buffer's), at `release_ns` on CLOCK_MONOTONIC.
 #[cold]
 #[inline(never)]
-pub(crate) fn released(head: &Head) {
-    let seq = head.seq();
+pub(crate) fn released(seq: u64, event_type: u32, id: usize) {
     if seq == 0 {
         // A buffer made on its own, of no event.
         return;
@@ -66,8 +64,8 @@ pub(crate) fn released(head: &Head) {
         cmsafe,
         copy_released,
         seq,
-        head.cm.event,
-        head.cm.id,
+        event_type,
+        id,
         crate::clock::monotonic_ns()
     );
 }

@@ -201,7 +201,8 @@ fn record(slot: *const u8) {
     }
     if super::probes::on() {
         // SAFETY: the caller holds the slot's last reference: live, and its alone.
-        super::probes::released(unsafe { head(slot) });
+        let h = unsafe { head(slot) };
+        super::probes::released(h.seq(), h.cm.event, h.cm.id as usize);
     }
 }
 

@@ -36,6 +36,7 @@ use std::sync::OnceLock;
 
 use crate::errno::Errno;
 use crate::outfile::{self, Template, WriteFailures};
+use crate::setting::Parsed;
 use crate::stderr::FdOut;
 use ring::{Ring, Scale, RING};
 
@@ -46,6 +47,12 @@ pub const DEFAULT_FLIGHT_EVENTS: usize = 4096;
 
 /// The largest size: 64 MiB of records.
 pub const MAX_FLIGHT_EVENTS: usize = 1 << 20;
+
+/// The size `CMSAFE_FLIGHT_EVENTS` (its text, `None` when unset) asks for: a count from 0 to
+/// [`MAX_FLIGHT_EVENTS`].
+pub fn events_setting(text: Option<&str>) -> Parsed<usize> {
+    crate::setting::number(text, 0..=MAX_FLIGHT_EVENTS as u64).map(|n| n as usize)
+}
 
 /// Where the dump at exit and on a misuse's abort goes (`CMSAFE_FLIGHT_DUMP`); read without a
 /// lock or an allocation on the abort path.
@@ -104,8 +111,14 @@ pub fn dropped() -> u64 {
 /// the copies held could not be mapped (nothing written). Allocates nothing and takes no lock:
 /// the misuse's abort path calls it. One walk of the pool and two of the ring: linear in both.
 pub fn dump(fd: i32) -> Result<u64, Errno> {
+    dump_into(FdOut::new(fd))
+}
+
+/// `dump`, into `out`: a caller's descriptor, written as it asks, or our own stderr, never
+/// waited on (a pipe nobody drains must not stop a misuse's abort).
+fn dump_into(out: FdOut) -> Result<u64, Errno> {
     match ring::ring() {
-        Some(ring) => dump_ring(ring, fd, crate::event::for_each_held),
+        Some(ring) => dump_ring(ring, out, crate::event::for_each_held),
         None => Ok(0),
     }
 }
@@ -114,7 +127,7 @@ pub fn dump(fd: i32) -> Result<u64, Errno> {
 /// number and record), in one call.
 fn dump_ring(
     ring: &Ring,
-    fd: i32,
+    mut out: FdOut,
     walk: impl FnOnce(&mut dyn FnMut(u64, ring::Words)),
 ) -> Result<u64, Errno> {
     let scale = Scale::of(ring);
@@ -123,7 +136,6 @@ fn dump_ring(
     // The newest event, released or held: the last N sequence numbers up to it.
     let last = ring.last(since).max(held.newest());
     let first = last.saturating_sub(events - 1).max(1);
-    let mut out = FdOut::new(fd);
     let mut written = 0;
     for seq in first..=last {
         // Released during the dump, a copy may be in both: the ring's record has its release.
@@ -205,7 +217,11 @@ pub fn dump_to_path(or_stderr: bool) {
 /// `dump(fd)`, its failure counted in [`dump_failures`] and said once, naming the file at
 /// `path` (None: stderr, where nothing could be said).
 fn dump_counted(fd: i32, path: Option<&outfile::Path>) {
-    if let Err(e) = dump(fd) {
+    let out = match path {
+        Some(_) => FdOut::new(fd),
+        None => FdOut::stderr(fd),
+    };
+    if let Err(e) = dump_into(out) {
         dump_failed(&DUMP_FAILURES, e, path);
     }
 }
@@ -269,7 +285,7 @@ mod tests {
     fn no_held(_: &mut dyn FnMut(u64, Words)) {}
 
     fn dump_lines(ring: &Ring) -> (u64, Vec<String>) {
-        lines_of(|fd| dump_ring(ring, fd, no_held))
+        lines_of(|fd| dump_ring(ring, FdOut::new(fd), no_held))
     }
 
     /// Record `seq`'s words: each a function of `seq`, so a line shows whether it is whole; a
@@ -368,13 +384,13 @@ mod tests {
                 f(s, w(s));
             }
         };
-        let (n, lines) = lines_of(|fd| dump_ring(ring, fd, held));
+        let (n, lines) = lines_of(|fd| dump_ring(ring, FdOut::new(fd), held));
         assert_eq!(n, 4);
         assert_eq!(lines, [2, 3, 4, 5].map(line_of));
         // A copy released while the dump runs is in both: printed once, from the ring.
         let held = |f: &mut dyn FnMut(u64, Words)| f(4, w(4));
         assert_eq!(
-            lines_of(|fd| dump_ring(ring, fd, held)).1,
+            lines_of(|fd| dump_ring(ring, FdOut::new(fd), held)).1,
             [1, 2, 4].map(line_of)
         );
     }
@@ -485,7 +501,7 @@ mod tests {
             .unwrap();
         let failures = WriteFailures::new();
         for first in [true, false] {
-            let e = dump_ring(ring, full.as_raw_fd(), no_held).unwrap_err();
+            let e = dump_ring(ring, FdOut::new(full.as_raw_fd()), no_held).unwrap_err();
             assert_eq!(e, libc::ENOSPC);
             assert_eq!(dump_failed(&failures, e, None), first);
         }

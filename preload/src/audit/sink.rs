@@ -1,0 +1,257 @@
+//! Where every finding goes, whichever room made it: said on stderr as it happens, written to the
+//! JSON-lines report, fired as a USDT probe, and counted (its kind's first example and a count)
+//! for the exit summary; and the report's other records with them.
+//!
+//! A room judges under its own lock and collects what it has to say in an [`Outbox`]; once that
+//! lock is released, [`deliver`] counts it under the sink's lock (no I/O there) and then writes
+//! it, under no lock at all: a slow stderr or report holds up only the thread that writes. The
+//! use-after-ack faults the SIGSEGV handler or the fault thread queued (faults.rs) are taken in
+//! at each delivery: they were said on stderr already.
+
+use std::fmt::Write as _;
+
+use cmsafe_core::cm::event_type_name;
+use cmsafe_core::fork_lock::{ForkSafeGuard, ForkSafeMutex};
+
+use crate::audit::findings::{Finding, Kind};
+use crate::audit::report::ReportLines;
+use crate::audit::{faults, probes, report_file};
+use crate::sys::whereis;
+
+/// What one call made to say, collected under its room's lock, delivered after it.
+#[derive(Default)]
+pub struct Outbox {
+    findings: Vec<Finding>,
+    /// The report's records other than findings (events, destroys, addresses).
+    pub lines: ReportLines,
+}
+
+impl Outbox {
+    /// An outbox whose records go to the report when `report` (CMSAFE_REPORT is set).
+    pub fn new(report: bool) -> Self {
+        Outbox {
+            findings: Vec::new(),
+            lines: if report {
+                ReportLines::new()
+            } else {
+                ReportLines::none()
+            },
+        }
+    }
+
+    pub fn finding(&mut self, f: Finding) {
+        self.findings.push(f);
+    }
+
+    /// What was collected since the last call, to deliver; this outbox stays, empty.
+    pub fn take(&mut self) -> Outbox {
+        Outbox {
+            findings: std::mem::take(&mut self.findings),
+            lines: self.lines.take_lines(),
+        }
+    }
+
+    /// The kinds of the findings collected, in order (tests).
+    #[cfg(test)]
+    pub fn kinds(&self) -> Vec<Kind> {
+        self.findings.iter().map(|f| f.kind).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.findings.is_empty() && !self.lines.has_lines()
+    }
+
+    /// Forgets what was collected (a forked child's, which is its parent's to say).
+    pub fn clear(&mut self) {
+        self.findings.clear();
+        self.lines.take_lines();
+    }
+}
+
+/// The findings counted so far, and the report's lines that wait while another thread opens the
+/// report file.
+#[derive(Default)]
+struct Sink {
+    /// The first finding of each kind and how many there were: bounded however many there are.
+    counts: Vec<(Finding, u64)>,
+    /// Use-after-ack faults said on stderr but not recorded: the queue was full.
+    faults_lost: u64,
+    lines: Vec<u8>,
+}
+
+static SINK: ForkSafeMutex<Option<Sink>> = ForkSafeMutex::new(None);
+
+fn sink<'a>(guard: &'a mut ForkSafeGuard<'_, Option<Sink>>) -> &'a mut Sink {
+    guard.get_or_insert_with(Sink::default)
+}
+
+/// Whether a delivery has anything to do even with an empty outbox: faults queued, or a notice
+/// to say. Inlined: a few loads, on every call through a room.
+#[inline]
+pub fn pending() -> bool {
+    faults::faults_pending() || faults::notices_pending()
+}
+
+/// Says, writes, fires and counts what `out` holds, with the faults queued since the last
+/// delivery. Call it with no lock of the preload's held.
+pub fn deliver(out: Outbox) {
+    if let Some(lines) = faults::take_notices() {
+        crate::sys::cancel::write_stderr(format_args!("{lines}"));
+    }
+    if out.is_empty() && !faults::faults_pending() {
+        return;
+    }
+    let Outbox {
+        findings,
+        mut lines,
+    } = out;
+    let (say, report) = {
+        let mut guard = SINK.lock();
+        let s = sink(&mut guard);
+        if faults::faults_pending() {
+            absorb_faults(s, &mut lines);
+        }
+        let mut say = String::new();
+        // Under AT_SECURE the lines would show the caller (a less privileged user) where a
+        // privileged program's heap and code are: counted only (docs/preload.md).
+        let quiet = cmsafe_core::env::secure();
+        for f in findings {
+            if !quiet {
+                let _ = writeln!(say, "==cmsafe== {}", f.line());
+            }
+            if probes::on() {
+                probes::finding(&f);
+            }
+            lines.finding(&f);
+            count(s, f);
+        }
+        s.lines.extend_from_slice(&lines.take());
+        // Lines wait here while another thread opens the file.
+        let report: Option<(report_file::Turn, Vec<u8>)> = (!s.lines.is_empty())
+            .then(report_file::turn)
+            .filter(|&turn| turn != report_file::Turn::Keep)
+            .map(|turn| (turn, std::mem::take(&mut s.lines)));
+        (say, report)
+    };
+    if !say.is_empty() {
+        crate::sys::cancel::write_stderr(format_args!("{say}"));
+    }
+    if let Some((turn, lines)) = report {
+        report_file::write(turn, &lines);
+    }
+}
+
+/// Says a finding made outside any room's lock (the completion and async events' at exit).
+pub fn say(f: Finding) {
+    let mut out = Outbox::new(crate::sys::config::CONFIG.report.is_some());
+    out.finding(f);
+    deliver(out);
+}
+
+fn count(s: &mut Sink, f: Finding) {
+    match s.counts.iter_mut().find(|(g, _)| g.kind == f.kind) {
+        Some((_, n)) => *n += 1,
+        None => s.counts.push((f, 1)),
+    }
+}
+
+/// The faults the SIGSEGV handler or the fault thread queued, as findings: reported and
+/// counted, not said again.
+#[cold]
+fn absorb_faults(s: &mut Sink, lines: &mut ReportLines) {
+    let (queued, lost) = faults::drain_faults();
+    s.faults_lost += lost;
+    for fault in queued {
+        let message = if fault.syscall == faults::UNKNOWN {
+            format!(
+                "read of the event's memory at {:#x} after its rdma_ack_cm_event, by the \
+                 thread's code or a system call (the thread's state could not be read)",
+                fault.data_addr
+            )
+        } else if fault.syscall < 0 {
+            format!(
+                "read of the event's memory at {:#x} after its rdma_ack_cm_event",
+                fault.data_addr
+            )
+        } else {
+            format!(
+                "the kernel read the event's memory at {:#x} after its rdma_ack_cm_event, for \
+                 the system call {}: without the preload it reads freed memory",
+                fault.data_addr,
+                faults::syscall_name(fault.syscall)
+                    .map_or_else(|| format!("#{}", fault.syscall), str::to_string)
+            )
+        };
+        let f = Finding::here(
+            Kind::UseAfterAck,
+            fault.seq,
+            event_type_name(fault.event_type),
+            fault.id,
+            whereis::describe_fault(fault.code_addr, fault.link, &fault.stack),
+            message,
+        )
+        .of_thread(fault.thread);
+        if probes::on() {
+            probes::finding(&f);
+        }
+        lines.finding(&f);
+        count(s, f);
+    }
+}
+
+/// The summary's lines on findings: each kind with its count and first example.
+pub fn summary_lines() -> String {
+    let mut out = String::new();
+    if let Some(s) = SINK.lock().as_ref() {
+        let mut kinds: Vec<&(Finding, u64)> = s.counts.iter().collect();
+        kinds.sort_by_key(|(f, _)| f.kind);
+        for (first, n) in kinds {
+            if cmsafe_core::env::secure() {
+                let _ = writeln!(out, "==cmsafe==   {}: {n}", first.kind.name());
+            } else {
+                let _ = writeln!(
+                    out,
+                    "==cmsafe==   {}: {n} (first: {})",
+                    first.kind.name(),
+                    first.line()
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The summary's line on faults that could not be recorded, if any.
+pub fn lost_line() -> Option<String> {
+    let lost = SINK.lock().as_ref().map_or(0, |s| s.faults_lost);
+    (lost > 0).then(|| {
+        format!(
+            "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {lost}\n"
+        )
+    })
+}
+
+/// All findings counted, for the summary's first line.
+pub fn total() -> u64 {
+    SINK.lock()
+        .as_ref()
+        .map_or(0, |s| s.counts.iter().map(|(_, n)| n).sum())
+}
+
+/// Whether the calling thread is inside the sink's lock (a signal handler that interrupted it).
+pub fn held_here() -> bool {
+    SINK.held_here()
+}
+
+pub fn lock_for_fork() {
+    SINK.lock_for_fork();
+}
+
+pub fn unlock_after_fork() {
+    SINK.unlock_after_fork();
+}
+
+/// In a child after fork(2): its findings are its own (`later`: see fork_lock).
+pub fn after_fork_in_child(later: bool) {
+    SINK.after_fork_in_child(|s| *s = None, later);
+}
