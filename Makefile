@@ -592,8 +592,8 @@ uninstall: ## use: remove exactly what install installed (same variables)
 	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline \
 	  $(installed_lint))
 	if [ "$(PRELOADDIR)" != "$(LIBDIR)" ]; then rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null || true; fi
-	-rmdir $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules $(DESTDIR)$(LINT_SHARE) \
-	  $(DESTDIR)$(PREFIX)/share/cmsafe 2>/dev/null
+	rmdir $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules $(DESTDIR)$(LINT_SHARE) \
+	  $(DESTDIR)$(PREFIX)/share/cmsafe 2>/dev/null || true
 
 # The Debian packages (scripts/deb; docs/abi.md, "Debian packages"): libcmsafe0.2, libcmsafe-dev
 # and cmsafe-tools, built with dpkg-buildpackage and debhelper from the tree and its vendored
