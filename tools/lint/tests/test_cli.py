@@ -11,17 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import command  # noqa: E402
 
-LEAK = """#include <rdma/rdma_cma.h>
-int f(struct rdma_event_channel *ch)
-{
-    struct rdma_cm_event *ev;
-    if (rdma_get_cm_event(ch, &ev))
-        return -1;
-    if (ev->status)
-        return 1;
-    return rdma_ack_cm_event(ev);
-}
-"""
+LEAK = command.LEAK
 CLEAN = LEAK.replace("        return 1;\n", "        return rdma_ack_cm_event(ev), 1;\n")
 
 

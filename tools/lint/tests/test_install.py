@@ -11,19 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from command import ROOT  # noqa: E402
-
-LEAK = """#include <rdma/rdma_cma.h>
-int f(struct rdma_event_channel *ch)
-{
-    struct rdma_cm_event *ev;
-    if (rdma_get_cm_event(ch, &ev))
-        return -1;
-    if (ev->status)
-        return 1;
-    return rdma_ack_cm_event(ev);
-}
-"""
+from command import LEAK, ROOT  # noqa: E402
 
 
 def files_under(top):
