@@ -6,7 +6,6 @@ cannot compile, a crash) raises SpatchError with spatch's own last words, never 
 """
 
 import json
-import os
 import shutil
 import subprocess
 
@@ -24,7 +23,7 @@ BASE_OPTIONS = ["--no-includes", "--very-quiet"]
 # And of the lint's (not cmsafe-migrate's): its rules match paths and change nothing, so a
 # match on some paths of a statement and not others is no inconsistency to refuse.
 MATCH_OPTIONS = ["--allow-inconsistent-paths"]
-TIMEOUT_PER_FILE = int(os.environ.get("CMSAFE_LINT_SPATCH_TIMEOUT", "120"))
+TIMEOUT_PER_FILE = 120
 
 
 def spatch_path():

@@ -93,6 +93,15 @@ class Cli(unittest.TestCase):
         self.assertEqual(out, "bad.c:2:1: note: not-checked: spatch could not parse f(): its "
                               "events are not checked\n")
 
+    def test_the_environment_sets_no_time_limit(self):
+        # The per-file limit is the package's own: no variable can turn it into a traceback
+        # at import (as a non-number in CMSAFE_LINT_SPATCH_TIMEOUT once did).
+        self.write("leak.c", LEAK)
+        env = dict(os.environ, CMSAFE_LINT_SPATCH_TIMEOUT="abc")
+        rc, out, err = run("leak.c", cwd=self.dir, env=env)
+        self.assertEqual((rc, err), (1, "cmsafe-lint: 1 file, 1 finding\n"))
+        self.assertTrue(out.startswith("leak.c:8:9: warning: never-acked: "), out)
+
     def test_spatch_missing(self):
         empty = os.path.join(self.dir, "bin")
         os.mkdir(empty)
