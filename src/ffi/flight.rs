@@ -118,8 +118,9 @@ extern "C" fn dump_at_exit() {
 /// to stderr). A value that is no count is said on stderr, and the default kept. Under
 /// AT_SECURE (setuid, setgid, file capabilities) neither is read: the defaults apply.
 extern "C" fn set_up() {
-    // Which file stderr is, before the program runs: our lines go to that one only.
-    cmsafe_core::stderr::remember();
+    // No `stderr::remember` here, unlike the preload: a program linked against libcmsafe chose
+    // it, and its stderr is wherever the program points fd 2 (a daemon's log), as for glibc's
+    // own abort messages.
     let events = match flight::events_setting(env::var(c"CMSAFE_FLIGHT_EVENTS").as_deref()) {
         Parsed::Unset => flight::DEFAULT_FLIGHT_EVENTS,
         Parsed::Value(n) => n,

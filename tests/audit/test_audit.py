@@ -57,8 +57,22 @@ ECHO_PID = ["sh", "-c", "echo $$; exec cat /dev/null"]
 CD_SUB = ["sh", "-c", "cd sub && exec cat /dev/null"]
 
 
+def default_dispositions():
+    """Every signal's action the default, none blocked: what a test's caller does not set is
+    not inherited from whatever ran the tests (nohup ignores SIGHUP, a CI runner may ignore
+    SIGINT), so a test sees only the dispositions it gives."""
+    for s in signal.valid_signals():
+        if s not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(s, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # a real-time signal glibc keeps for itself
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def no_core():
-    """A program ended by SIGQUIT here dumps no core."""
+    """A program ended by SIGQUIT here dumps no core; its dispositions the defaults."""
+    default_dispositions()
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
 
 
@@ -565,6 +579,7 @@ class Dispositions(Case):
 
     def status_of(self, argv, caller):
         def as_caller():
+            default_dispositions()
             for s in caller.get("ignore", []):
                 signal.signal(s, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_SETMASK, caller.get("block", []))

@@ -33,6 +33,21 @@ class MisuseAbort(HostTest):
         self.assertEqual([(f["record"], f["seq"], f["type"]) for f in flight],
                          [("flight", 1, "ESTABLISHED")], r)
 
+    def test_said_on_the_stderr_the_program_chose(self):
+        # A daemon points its stderr at its log after libcmsafe is loaded: that is where the
+        # program wants the library's lines, as glibc's own abort messages go to fd 2.
+        log = os.path.join(self.tmpdir(), "log")
+        r = run([program("api_abort"), log])
+        self.assertStatus(r, -signal.SIGABRT)
+        self.assertEqual(r.out_lines, ["released once"], r)
+        with open(log) as f:
+            lines = f.read().splitlines()
+        said = [line for line in lines if line.startswith("cmsafe: cmsafe_event_release(")]
+        self.assertEqual(len(said), 1, lines)
+        flight = [json.loads(line) for line in lines if line.startswith('{"record"')]
+        self.assertEqual([(f["record"], f["seq"], f["type"]) for f in flight],
+                         [("flight", 1, "ESTABLISHED")], lines)
+
     def test_a_full_stderr_pipe_does_not_stop_the_abort(self):
         # The pipe is full before the program starts and nobody reads it: each write to it would
         # wait forever.

@@ -1,13 +1,21 @@
 /* libcmsafe's misuse abort: a cmsafe_event released twice, which the API answers by saying so
  * on stderr, dumping the flight recorder there and aborting. Linked against libcmsafe.so.
- *   api_abort    says "released once" on stdout, then releases the event again; never returns */
+ *   api_abort [FILE]  says "released once" on stdout, then releases the event again; never
+ *                     returns. With FILE, the program first points its own stderr at FILE
+ *                     (created new), as a daemon sends its stderr to its log */
+#include <fcntl.h>
+
 #include <cmsafe.h>
 
 #include "host.h"
 
-int main(void)
+int main(int argc, char **argv)
 {
     host_start();
+    if (argc > 1) {
+        int fd = open(argv[1], O_WRONLY | O_CREAT | O_EXCL, 0600);
+        REQUIRE(fd >= 0 && dup2(fd, 2) == 2 && close(fd) == 0, "stderr to %s", argv[1]);
+    }
     struct rdma_event_channel *ch = host_channel();
     struct rdma_cm_id *id = host_id(ch);
     host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
