@@ -249,10 +249,10 @@ host-check: build preload host-tests ## test: the preload's host tests on a stan
 # cmsafe-lint and cmsafe-migrate (tools/lint, docs/lint.md): static checks of the event
 # lifecycle as Coccinelle semantic patches, and the port of raw librdmacm code onto the API.
 # lint-check (in make check): the rules on their cases (tools/lint/tests/cases), the recall set
-# (every misuse program of c-tests/ at its line), the commands' output and statuses; spatch on
-# the host, no guest, about 16 seconds on an idle machine. lint-field: the same on others' code (Debian 12's
-# sources, fetched under target/lint-field by tools/lint/field/fetch-sources), every finding
-# matched with a person's verdict (tools/lint/field/verdicts.txt), written to
+# (every misuse program of c-tests/ at its line), the commands' output and statuses, installed
+# too; spatch on the host, no guest, about 20 s of CPU. lint-field: the same on others' code
+# (Debian 12's sources, fetched under target/lint-field by tools/lint/field/fetch-sources),
+# every finding matched with a person's verdict (tools/lint/field/verdicts.txt), written to
 # bench/results/lint.md; a finding nobody read fails it. migrate-test (in make test): the ports
 # of rdma-core's examples built against the installed library and run in one guest.
 .PHONY: lint-deps lint-check lint-field migrate-test
