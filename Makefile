@@ -86,10 +86,11 @@ cargo-test: build-deps ## test: cargo test on the host (the real-stack tests run
 	$(CARGO) test --workspace --locked
 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
-# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/, and
-# the fuzz targets' tools (fuzz-check: Rust's nightly toolchain, cargo-fuzz under target/): under
-# two minutes once target/ is built, about 25 s of it the fuzz targets' bounded runs.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing
+# installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/, the
+# fuzz targets' tools (fuzz-check: Rust's nightly toolchain, cargo-fuzz under target/), and
+# Coccinelle (lint-check: scripts/setup-deps --lint): under two minutes once target/ is built,
+# about 25 s of it the fuzz targets' bounded runs.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing, lint rules
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a
@@ -244,6 +245,31 @@ host-tests: $(HOST_STANDIN) $(HOST_PROGRAMS) $(HOST_API) $(HOST_PLUGINS) $(HOST_
 
 host-check: build preload host-tests ## test: the preload's host tests on a stand-in librdmacm: signals, exit, fork, report file, setuid
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host -t tests/host
+
+# cmsafe-lint and cmsafe-migrate (tools/lint, docs/lint.md): static checks of the event
+# lifecycle as Coccinelle semantic patches, and the port of raw librdmacm code onto the API.
+# lint-check (in make check): the rules on their cases (tools/lint/tests/cases), the recall set
+# (every misuse program of c-tests/ at its line), the commands' output and statuses, installed
+# too; spatch on the host, no guest, about 20 s of CPU. lint-field: the same on others' code
+# (Debian 12's sources, fetched under target/lint-field by tools/lint/field/fetch-sources),
+# every finding matched with a person's verdict (tools/lint/field/verdicts.txt), written to
+# bench/results/lint.md; a finding nobody read fails it. migrate-test (in make test): the ports
+# of rdma-core's examples built against the installed library and run in one guest.
+.PHONY: lint-deps lint-check lint-field migrate-test
+lint-deps: ## dev: install what cmsafe-lint runs on (scripts/setup-deps --build --lint)
+	@scripts/setup-deps --build --lint
+
+lint-check: lint-deps ## test: cmsafe-lint's rules, the c-tests recall set and its command line
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tools/lint/tests
+
+lint-field: lint-deps ## bench: cmsafe-lint on Debian's sources of RDMA programs: bench/results/lint.md
+	@mkdir -p bench/results
+	tools/lint/field/fetch-sources target/lint-field/src
+	PYTHONDONTWRITEBYTECODE=1 python3 tools/lint/field/field.py --src target/lint-field/src \
+	  --verdicts tools/lint/field/verdicts.txt --out bench/results/lint.md
+
+migrate-test: deps lint-deps build preload ## test: cmsafe-migrate's ports of rdma-core's examples, installed, on the real stack
+	tools/lint/migrate/migrate-test
 
 $(CTESTS)/%: c-tests/%.c c-tests/cm_util.c c-tests/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
@@ -448,7 +474,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test deb-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
@@ -503,6 +529,15 @@ AUDIT_CMD   ?= bin/cmsafe-audit
 # The converter of its reports to a timeline (cmsafe-audit --timeline runs it from beside
 # itself), installed as $(BINDIR)/cmsafe-timeline:
 TIMELINE_CMD ?= bin/cmsafe-timeline
+# cmsafe-lint and cmsafe-migrate (docs/lint.md): the commands in $(BINDIR), their Python
+# package and Coccinelle rules in $(LINT_SHARE), whose place the installed commands are given.
+LINT_SHARE      := $(PREFIX)/share/cmsafe/lint
+LINT_CMDS       := bin/cmsafe-lint bin/cmsafe-migrate
+LINT_PACKAGE    := $(wildcard tools/lint/cmsafe_lint/*.py)
+LINT_RULES      := $(wildcard tools/lint/rules/*.cocci)
+installed_lint  := $(addprefix $(BINDIR)/,$(notdir $(LINT_CMDS))) \
+  $(addprefix $(LINT_SHARE)/cmsafe_lint/,$(notdir $(LINT_PACKAGE))) \
+  $(addprefix $(LINT_SHARE)/rules/,$(notdir $(LINT_RULES)))
 
 .PHONY: install uninstall abi-check header-compile-check man-check version-check install-check
 
@@ -540,14 +575,25 @@ install: $(LIBOUT)/libcmsafe.so ## use: install into PREFIX (/usr/local); LIBDIR
 	if [ -f "$(TIMELINE_CMD)" ]; then $(INSTALL) -d $(DESTDIR)$(BINDIR) && \
 	  sed '1s|^#!/usr/bin/env python3$$|#!$(or $(PYTHON3),/usr/bin/env python3)|' "$(TIMELINE_CMD)" \
 	    >$(DESTDIR)$(BINDIR)/cmsafe-timeline && chmod 0755 $(DESTDIR)$(BINDIR)/cmsafe-timeline; fi
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules
+	$(INSTALL) -m 0644 $(LINT_PACKAGE) $(DESTDIR)$(LINT_SHARE)/cmsafe_lint/
+	$(INSTALL) -m 0644 $(LINT_RULES) $(DESTDIR)$(LINT_SHARE)/rules/
+	set -e; for c in $(LINT_CMDS); do \
+	  sed -e '1s|^#!/usr/bin/env python3$$|#!$(or $(PYTHON3),/usr/bin/env python3)|' \
+	    -e 's|^SHARE = None .*|SHARE = "$(LINT_SHARE)"|' $$c >$(DESTDIR)$(BINDIR)/$$(basename $$c); \
+	  chmod 0755 $(DESTDIR)$(BINDIR)/$$(basename $$c); \
+	done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
 uninstall: ## use: remove exactly what install installed (same variables)
 	rm -f $(addprefix $(DESTDIR),$(LIBDIR)/$(CMSAFE_REALNAME) $(LIBDIR)/$(CMSAFE_SONAME) \
 	  $(LIBDIR)/libcmsafe.so $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) \
 	  $(PKGCONFIGDIR)/cmsafe.pc $(installed_man) \
-	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline)
+	  $(PRELOADDIR)/libcmsafe_preload.so $(BINDIR)/cmsafe-audit $(BINDIR)/cmsafe-timeline \
+	  $(installed_lint))
 	if [ "$(PRELOADDIR)" != "$(LIBDIR)" ]; then rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null || true; fi
+	rmdir $(DESTDIR)$(LINT_SHARE)/cmsafe_lint $(DESTDIR)$(LINT_SHARE)/rules $(DESTDIR)$(LINT_SHARE) \
+	  $(DESTDIR)$(PREFIX)/share/cmsafe 2>/dev/null || true
 
 # The Debian packages (scripts/deb; docs/abi.md, "Debian packages"): libcmsafe0.2, libcmsafe-dev
 # and cmsafe-tools, built with dpkg-buildpackage and debhelper from the tree and its vendored
