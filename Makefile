@@ -474,7 +474,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test deb-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
