@@ -474,7 +474,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test syscall-test insn-test copy-insn-test pair-test \
       fault-test stacks-test deb-test iwarp-test arm64-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
@@ -634,7 +634,8 @@ lists-check: ## test: finding kinds and interposed names in the docs match their
 abi-check: build preload ## test: the libraries export only their names, with their SONAMEs
 	c-tests/check-abi
 
-# The same, for the libraries a plain `cargo build --workspace` (debug and release) gives.
+# The same, for the libraries a plain `cargo build --workspace --release` gives (PROFILES="debug
+# release" for the debug build too).
 .PHONY: workspace-check
 workspace-check: build-deps ## test: the same for a plain cargo build --workspace
 	c-tests/check-workspace-build
