@@ -10,7 +10,7 @@ Each round runs every variant once, in an order shuffled for that round (the sam
 round number on every run): a run is faster or slower by its place in a round and by the run
 before it, and a fixed order would give each variant its own bias. After ROUNDS rounds it prints
 a markdown table of the median per-step and total ms and the ratios to raw, with the commands
-that produced them; then issue 9's targets on the totals (met / not met: times are figures,
+that produced them; then the setup-cost targets on the totals (met / not met: times are figures,
 never held by a test), the controls, what audit's seals cost, and a perf profile of the client,
 raw and in each cmsafe column (one more run each, outside the timed rounds) saying where its
 CPU time went.

@@ -183,7 +183,8 @@ def emptied_ok(counts: Counts, base: Counts, n: int, seals: int, per: int) -> bo
     """Whether the calls over BASE are exactly SEALS madvise calls per iteration (userfaultfd's
     seals) and nothing else."""
     del per
-    return dict(_diffs(counts, base)) == {"madvise": seals * n}
+    # Only the calls whose counts differ: a call both loops make as often (write) is no extra.
+    return {name: d for name, d in _diffs(counts, base) if d != 0} == {"madvise": seals * n}
 
 
 def preload_env(preload: str, mode: str) -> list[str]:
@@ -277,8 +278,8 @@ def report(count: CountFn, say: Callable[[str], None], events: int, warmup: int,
             counts = count("cq-preload-" + mode, "cq", mode, CQ_WARMUP)[0]
             got = extra(counts, raw, CQ_EVENTS)
             failed |= got != "none"
-            say("| the same under the preload, CMSAFE_MODE=%s (vs cq-raw) | %s | %s | none | issue "
-                "10: no system call per completion event | %s |"
+            say("| the same under the preload, CMSAFE_MODE=%s (vs cq-raw) | %s | %s | none | "
+                "no system call per completion event | %s |"
                 % (mode, total(counts, CQ_EVENTS), got, "met" if got == "none" else "NOT met"))
     else:
         say("| cq | | (%s or the preload not built: make preload preload-tests) | | | |" % CQ_BIN)
