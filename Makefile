@@ -215,8 +215,9 @@ HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper
 # copies of the libraries: a setuid program's loader takes no LD_PRELOAD path and no $$ORIGIN.
 HOST_OBJECTS  := $(addprefix $(HOST_TESTS)/obj/,secure.o secure_api.o)
 HOST_STANDIN  := $(HOST_LIB)/librdmacm.so.1
-# The programs of libcmsafe's own API, linked against the release build of it too.
-HOST_API      := $(HOST_TESTS)/bin/api_abort
+# The programs of libcmsafe's own API, linked against the release build of it too (scale: the
+# benchmark of cost as live ids grow, raw, under the preload and on the API).
+HOST_API      := $(addprefix $(HOST_TESTS)/bin/,api_abort scale)
 
 $(HOST_STANDIN): tests/host/standin/rdmacm.c tests/host/standin/standin.h tests/host/standin/rdmacm.map
 	@mkdir -p $(HOST_LIB)
@@ -227,7 +228,7 @@ $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h $(HOST_S
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB) -ldl
 
-$(HOST_API): $(HOST_TESTS)/bin/api_%: tests/host/programs/api_%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
+$(HOST_API): $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(CURDIR)/target/release/libcmsafe.so $(HOST_STANDIN) \
 	  -Wl,-rpath,$(HOST_LIB):$(CURDIR)/target/release
