@@ -28,6 +28,7 @@ HARNESSES = {
     "copy-insns": "cmsafe_harness.copy_insns",
     "event-cpu": "cmsafe_harness.event_cpu",
     "cm-setup": "cmsafe_harness.cm_setup",
+    "scale-host": "cmsafe_harness.scale_host",
 }
 
 
