@@ -216,8 +216,9 @@ HOST_PLUGINS  := $(addprefix $(HOST_LIB)/,libmy-librdmacm-helper.so libmy-helper
 # copies of the libraries: a setuid program's loader takes no LD_PRELOAD path and no $$ORIGIN.
 HOST_OBJECTS  := $(addprefix $(HOST_TESTS)/obj/,secure.o secure_api.o)
 HOST_STANDIN  := $(HOST_LIB)/librdmacm.so.1
-# The programs of libcmsafe's own API, linked against the release build of it too.
-HOST_API      := $(HOST_TESTS)/bin/api_abort
+# The programs of libcmsafe's own API, linked against the release build of it too (scale: the
+# benchmark of cost as live ids grow, raw, under the preload and on the API).
+HOST_API      := $(addprefix $(HOST_TESTS)/bin/,api_abort scale)
 
 $(HOST_STANDIN): tests/host/standin/rdmacm.c tests/host/standin/standin.h tests/host/standin/rdmacm.map
 	@mkdir -p $(HOST_LIB)
@@ -228,7 +229,7 @@ $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h $(HOST_S
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(HOST_STANDIN) -Wl,-rpath,$(HOST_LIB) -ldl
 
-$(HOST_API): $(HOST_TESTS)/bin/api_%: tests/host/programs/api_%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
+$(HOST_API): $(HOST_TESTS)/bin/%: tests/host/programs/%.c tests/host/programs/host.h include/cmsafe.h $(HOST_STANDIN) | build
 	@mkdir -p $(HOST_TESTS)/bin
 	$(CC) $(HOST_CFLAGS) -o $@ $< $(CURDIR)/target/release/libcmsafe.so $(HOST_STANDIN) \
 	  -Wl,-rpath,$(HOST_LIB):$(CURDIR)/target/release
@@ -725,11 +726,11 @@ preload-test: deps preload preload-tests c-tests $(EXAMPLE_BINS) ## test: the pr
 services-test: deps preload preload-tests ## test: real services (UCX, iSER, ...) under the preload, short
 	$(RXE_VM) -- scripts/preload-real-programs --set services-short audit safe
 
-# `make bench` runs the cost benchmarks first (copy path, setup, system calls, instructions, CPU
+# `make bench` runs the cost benchmarks first (copy path, live ids on the host, setup, system calls, instructions, CPU
 # per event, the storm: about 25 minutes), then the long ones (soak, services, race, faults), so a
 # run cut short still leaves the cost tables of one build.
 .PHONY: bench
-bench: copy-bench setup-bench syscall-bench insn-bench event-cpu-bench storm-bench ## bench: every benchmark (80 min), into bench/results/
+bench: copy-bench scale-host setup-bench syscall-bench insn-bench event-cpu-bench storm-bench ## bench: every benchmark (80 min), into bench/results/
 
 # The USDT probes (docs/tracing.md): bpftrace lists them, and attached by the libraries' paths
 # it sees exactly the events the programs fetched and acked (the JSON report's seqs, types, ids
@@ -939,6 +940,14 @@ copy-bench: deps $(BENCH)/copy_path ## bench: the copy path on the host, against
 .PHONY: copy-insn-test
 copy-insn-test: deps $(BENCH)/copy_path ## test: the copy path's instructions on budget (host)
 	scripts/copy-insns --check
+
+# Cost per event and per id life, and memory per live id, as live cm_ids grow to 50,000: raw, the
+# API, audit and safe on the host's stand-in librdmacm (tests/host/programs/scale.c, counted by
+# callgrind), not the real stack: the host section of bench/results/scale.md. About 10 minutes.
+.PHONY: scale-host
+scale-host: deps preload host-tests ## bench: cost and memory as live ids grow to 50,000 (host, stand-in librdmacm)
+	@mkdir -p bench/results
+	scripts/scale-host --out bench/results/scale.md --check
 
 # 2: connection setup on the real stack: cmtime raw / preload safe / preload audit, and
 # cmtime's steps on the cmsafe API, and two controls, in rounds of shuffled order.

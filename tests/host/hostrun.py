@@ -172,7 +172,7 @@ def unbuilt() -> list[str]:
     """What `make host-check` builds and the tests need, not built."""
     need = [STANDIN, PRELOAD, LIBCMSAFE]
     need += [program(p) for p in ("events", "signals", "exit", "report", "plugin", "cut",
-                                  "api_abort")]
+                                  "api_abort", "scale")]
     need += [os.path.join(OBJ, o) for o in ("secure.o", "secure_api.o")]
     return [p for p in need if not os.path.exists(p)]
 

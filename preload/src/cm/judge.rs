@@ -17,10 +17,9 @@ impl State {
     /// `id->event` itself before it waits, so that one does not count.
     fn blocking(&self, op: Op, id: usize, own_event: usize) -> Vec<usize> {
         let mut v: Vec<usize> = self
-            .live
-            .iter()
-            .filter(|(p, r)| r.owner == id && **p != own_event && !r.reported_for(op.bit()))
-            .map(|(p, _)| *p)
+            .events_of(id)
+            .filter(|&(p, r)| p != own_event && !r.reported_for(op.bit()))
+            .map(|(p, _)| p)
             .collect();
         v.sort_by_key(|p| self.live[p].seq);
         v
@@ -50,16 +49,16 @@ impl State {
                 self.blocking(op, id as usize, own)
             }
             Op::DestroyQp => {
+                // A DISCONNECTED counts against its own id.
                 let mut v: Vec<usize> = self
-                    .live
-                    .iter()
+                    .events_of(id as usize)
                     .filter(|(_, r)| {
                         r.id == id as usize
                             && r.event_type == RDMA_CM_EVENT_DISCONNECTED
                             && !r.internal
                             && !r.reported_for(op.bit())
                     })
-                    .map(|(p, _)| *p)
+                    .map(|(p, _)| p)
                     .collect();
                 v.sort_by_key(|p| self.live[p].seq);
                 v
@@ -296,7 +295,14 @@ impl State {
 
     /// The unacked events from `channel`, no finding named yet, that threads other than the
     /// caller hold: what rdma_destroy_event_channel gives CMSAFE_LATE_ACK_MS to be acked.
+    ///
+    /// A pass over every event held, once per channel's life (its destroy), never per event or
+    /// per id; none at all when nothing is held, the usual case (a table that once held many
+    /// events is as long to walk as it grew).
     pub fn channel_held_by_others(&self, channel: usize) -> Vec<usize> {
+        if self.live.is_empty() {
+            return Vec::new();
+        }
         let me = this_thread::id();
         self.live
             .iter()
@@ -307,9 +313,13 @@ impl State {
             .collect()
     }
 
-    /// Before rdma_destroy_event_channel(channel).
+    /// Before rdma_destroy_event_channel(channel): as `channel_held_by_others`, a pass over the
+    /// events held, if any.
     pub fn destroying_channel(&mut self, channel: usize, caller: whereis::Caller) {
         self.objects.channel_destroyed(channel);
+        if self.live.is_empty() {
+            return;
+        }
         let mut ptrs: Vec<usize> = self
             .live
             .iter()
@@ -346,7 +356,7 @@ impl State {
 
     /// Whether the program holds an unacked event that `op` on `id` waits for.
     pub fn holds_events_of(&self, id: usize) -> bool {
-        self.live.values().any(|r| r.owner == id && !r.internal)
+        self.events_of(id).any(|(_, r)| !r.internal)
     }
 
     /// `op` on `id` (whose event channel is `channel`) has blocked `waited_ms` in `thread`
@@ -439,6 +449,7 @@ mod tests {
     use crate::cm::record::Record;
     use crate::cm::track::new_state;
     use crate::cm::track::tests::acked;
+    use crate::cm::unacked::tests::hold;
 
     #[test]
     fn a_channel_destroy_waits_only_for_what_other_threads_hold() {
@@ -465,6 +476,46 @@ mod tests {
         s.live.remove(&0x1000);
         assert!(s.still_unacked(&[0x1000]).is_empty());
         assert!(s.channel_held_by_others(chan).is_empty());
+    }
+
+    #[test]
+    fn a_destroy_waits_for_its_own_ids_events_among_thousands_held() {
+        let mut s = new_state(&CONFIG);
+        let me = this_thread::id();
+        // SAFETY: all-zero is a valid rdma_cm_id (its `event`, librdmacm's own, is NULL).
+        let mut cm_id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+        let id = &mut *cm_id as *mut rdma_cm_id;
+        let mut held = |ptr: usize, owner: usize, seq: u64, thread: i32, event_type: u32| {
+            let r = Record {
+                owner,
+                id: owner,
+                thread,
+                event_type,
+                ..acked(seq)
+            };
+            hold(&mut s, ptr, r);
+        };
+        for i in 0..10_000 {
+            held(
+                0x10_0000 + 16 * i,
+                0x20_0000 + 16 * i,
+                100 + i as u64,
+                me,
+                0,
+            );
+        }
+        held(0x1000, id as usize, 1, me + 1, RDMA_CM_EVENT_DISCONNECTED);
+        held(0x2000, id as usize, 2, me, RDMA_CM_EVENT_ESTABLISHED);
+        // SAFETY: a live (zeroed) cm_id.
+        let (mine, others) = unsafe { s.waits_for(Op::DestroyId, id) };
+        assert_eq!((mine, others), (vec![0x2000], vec![0x1000]));
+        // SAFETY: as above.
+        let (mine, others) = unsafe { s.waits_for(Op::DestroyQp, id) };
+        assert_eq!((mine, others), (vec![], vec![0x1000]));
+        assert!(s.holds_events_of(id as usize));
+        s.take_live(0x1000);
+        s.take_live(0x2000);
+        assert!(!s.holds_events_of(id as usize));
     }
 
     /// A call made from the program (false) or from inside librdmacm (true), at no place.

@@ -7,6 +7,7 @@ pub mod readers;
 pub mod record;
 pub mod refuse;
 pub mod track;
+pub mod unacked;
 pub mod watch;
 pub mod wrap_events;
 pub mod wrap_ids;

@@ -113,6 +113,10 @@ impl Gone {
 struct Id {
     /// Its event channel (0: not known), for the count of each channel's live ids.
     channel: usize,
+    /// The newest unacked event counted against it (0: none), whose tracker record links the
+    /// others (cm/unacked.rs): here, in the entry every event looks up anyway, so that keeping
+    /// an id's events at hand costs no table of its own.
+    unacked: usize,
     /// Made by librdmacm for itself (rsockets, rdma_create_ep's probes): not counted at exit.
     internal: bool,
     /// A CONNECT_REQUEST's new id.
@@ -195,14 +199,19 @@ impl Objects {
             id,
             Id {
                 channel,
+                unacked: 0,
                 internal,
                 from_request,
                 rejected: false,
             },
         ) {
-            // Never destroyed through us, yet made again: it was freed behind our back.
+            // Never destroyed through us, yet made again: it was freed behind our back (or it is
+            // rdma_get_request's id, librdmacm's until now). Its unacked events stay its own.
             self.count_on(old.channel, false);
             self.forget_rejected(old);
+            if let Some(i) = self.ids.get_mut(&id) {
+                i.unacked = old.unacked;
+            }
         }
     }
 
@@ -225,6 +234,37 @@ impl Objects {
     pub fn id_seen(&mut self, id: usize, channel: usize) {
         if id != 0 && !self.ids.contains_key(&id) {
             self.id_created(id, channel, true, false);
+        }
+    }
+
+    /// A new unacked event `ptr`, counted against `owner`, read from `channel`: it is the id's
+    /// newest, and the one it was before (0: none) is returned, for the new record to link. An
+    /// owner never seen made is alive from here on, as `id_seen` has it.
+    #[inline]
+    pub fn hold(&mut self, owner: usize, channel: usize, ptr: usize) -> usize {
+        if let Some(i) = self.ids.get_mut(&owner) {
+            return std::mem::replace(&mut i.unacked, ptr);
+        }
+        self.id_seen(owner, channel);
+        if let Some(i) = self.ids.get_mut(&owner) {
+            i.unacked = ptr;
+        }
+        0
+    }
+
+    /// `owner`'s newest unacked event (0: none, or no such id).
+    pub fn unacked(&self, owner: usize) -> usize {
+        self.ids.get(&owner).map_or(0, |i| i.unacked)
+    }
+
+    /// `owner`'s newest unacked event becomes `now`, if it is `was` still: an event that
+    /// outlived its id (the id destroyed, or made again since) never moves a newer id's.
+    #[inline]
+    pub fn replace_unacked(&mut self, owner: usize, was: usize, now: usize) {
+        if let Some(i) = self.ids.get_mut(&owner) {
+            if i.unacked == was {
+                i.unacked = now;
+            }
         }
     }
 
@@ -360,6 +400,14 @@ mod tests {
     /// Where `channel` is in `mirror`'s slots.
     fn slot_of(mirror: &GoneChannels, channel: usize) -> Option<usize> {
         mirror.slot_of(channel)
+    }
+
+    /// What the preload keeps of each live id: one table entry of this size; with the table's
+    /// control byte and its spare room (a power of two of buckets, at most 7/8 full), 38 to 76
+    /// bytes an id. A field more is paid by every id of a program holding tens of thousands.
+    #[test]
+    fn a_live_ids_entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<(usize, Id)>(), 32);
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct Record {
     pub id: usize,
     /// The id whose rdma_destroy_id waits for this event: the listen id for CONNECT_REQUEST.
     pub owner: usize,
+    /// The owner's other unacked events, newer (`prev`) and older (`next`) than this one, by
+    /// the pointers the program got (0: none): the owner's list (cm/unacked.rs).
+    pub prev: usize,
+    pub next: usize,
     pub channel: usize,
     pub thread: i32,
     pub get_ns: u64,

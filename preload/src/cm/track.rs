@@ -407,16 +407,16 @@ impl State {
             ),
             Prepared::Raw => (raw, Holder::Raw(raw as usize), false),
         };
-        // A request's new id is on its listen id's channel, the one read.
+        // A request's new id is on its listen id's channel, the one read. Every other event's
+        // id is its owner, seen alive by `hold` below.
         if cm.event == RDMA_CM_EVENT_CONNECT_REQUEST {
             self.objects
                 .id_created(cm.id as usize, channel, caller.in_librdmacm, true);
-        } else {
-            self.objects.id_seen(cm.id as usize, channel);
         }
         let i = (cm.event as usize).min(TYPE_SLOTS - 1);
         self.by_type[i] += 1;
         self.events += 1;
+        let next = self.link_newest(handed as usize, owner, channel);
         self.live.insert(
             handed as usize,
             Record {
@@ -425,6 +425,8 @@ impl State {
                 status: cm.status,
                 id: cm.id as usize,
                 owner,
+                prev: 0,
+                next,
                 channel,
                 thread: this_thread::id(),
                 get_ns: now_ns(),
@@ -482,7 +484,7 @@ impl State {
     pub fn ack(&mut self, ptr: usize, caller: whereis::Caller, late_ns: u64) -> AckVerdict {
         // Named only when there is something to report: dladdr scans symbol tables.
         let place = || whereis::describe(caller.addr);
-        let Some(mut r) = self.live.remove(&ptr).or_else(|| self.take_released(ptr)) else {
+        let Some(mut r) = self.take_live(ptr).or_else(|| self.take_released(ptr)) else {
             // Acked before: a record of ours, or safe mode's copy, kept with what it was.
             let prev = match self.acked_record(ptr) {
                 Some(r) => Some((r.seq, r.ack_ns, r.type_name(), r.id)),
@@ -582,10 +584,11 @@ impl State {
     pub fn destroyed(&mut self, id: usize, thread: i32, at: usize, rc: i32) {
         self.out.lines.destroy(id, thread, rc);
         self.copies.id_destroyed(id);
-        self.objects.id_destroyed(id, thread, at);
+        // Before the id's entry goes: it names the id's unacked events.
         if rc == 0 {
             self.release_unacked_copies(id);
         }
+        self.objects.id_destroyed(id, thread, at);
     }
 
     /// Safe mode's copies of the events counted against `id` that the program never acked:
@@ -594,13 +597,12 @@ impl State {
     /// grow by a copy per event for as long as it runs.
     fn release_unacked_copies(&mut self, id: usize) {
         let gone: Vec<usize> = self
-            .live
-            .iter()
-            .filter(|(_, r)| r.owner == id && matches!(r.holder, Holder::Safe(_)))
-            .map(|(p, _)| *p)
+            .events_of(id)
+            .filter(|(_, r)| matches!(r.holder, Holder::Safe(_)))
+            .map(|(p, _)| p)
             .collect();
         for p in gone {
-            let Some(mut r) = self.live.remove(&p) else {
+            let Some(mut r) = self.take_live(p) else {
                 continue;
             };
             // The copy goes back to cmsafe's pool here; the record waits for a late ack.
@@ -761,6 +763,8 @@ pub(crate) mod tests {
             status: 0,
             id: 0,
             owner: 0,
+            prev: 0,
+            next: 0,
             channel: 0,
             thread: 0,
             get_ns: 0,

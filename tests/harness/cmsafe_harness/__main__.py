@@ -29,6 +29,7 @@ HARNESSES = {
     "event-cpu": "cmsafe_harness.event_cpu",
     "cm-setup": "cmsafe_harness.cm_setup",
     "migrated": "cmsafe_harness.migrated",
+    "scale-host": "cmsafe_harness.scale_host",
 }
 
 
