@@ -323,9 +323,9 @@ guest-test: deps c-tests ## test: the C and C++ tests in the Soft-RoCE guest, un
 # on Soft-iWARP (siw0, built for the guest's kernel on the first run and cached under target/;
 # scripts/rxe-vm --help). iwarp-misuse-test runs the misuse programs alone.
 .PHONY: iwarp-test iwarp-misuse-test
-iwarp-test: deps c-tests preload preload-tests ## test: the C tests and the misuse programs again on Soft-iWARP
+iwarp-test: deps c-tests preload preload-tests ## test: the C tests and the CM misuse programs again on Soft-iWARP
 	$(RXE_VM) --transport iwarp -- sh -c 'c-tests/run-in-guest; a=$$?; \
-	  scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
+	  PRELOAD_MISUSE_ONLY=cm scripts/preload-misuse-tests; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ]'
 
 iwarp-misuse-test: deps preload preload-tests ## test: the misuse programs alone on Soft-iWARP
 	$(RXE_VM) --transport iwarp -- scripts/preload-misuse-tests
@@ -477,7 +477,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
       abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test deb-test iwarp-test arm64-test
+      fault-test stacks-test deb-test iwarp-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
@@ -610,11 +610,11 @@ deb: ## use: the Debian packages, lintian-clean (target/deb/pkgs); DEB_STACK=NAM
 
 # The packages tested installed (scripts/deb-test): built with the previous version's, then in
 # one guest per suite installed with apt-get into the suite's root, upgraded, tested against /usr
-# and purged. In make test, within its hour: this machine's suite with the C tests built against
-# the installed packages, and sid (whose root stacks-test builds) without them; make stacks runs
-# every part on every suite, the misuse and real programs through /usr/bin/cmsafe-audit
-# included (docs/testing.md, "The Debian packages").
-DEB_TEST_HOST_PARTS ?= install upgrade c-tests purge
+# and purged. In make test, within its hour: this machine's suite and sid (whose root
+# stacks-test builds), installed, upgraded and purged; make stacks runs every part on every
+# suite, the C tests built against the installed packages and the misuse and real programs
+# through /usr/bin/cmsafe-audit included (docs/testing.md, "The Debian packages").
+DEB_TEST_HOST_PARTS ?= install upgrade purge
 DEB_TEST_OTHER ?= sid
 DEB_TEST_OTHER_PARTS ?= install upgrade purge
 deb-test: deps ## test: the Debian packages installed with apt, tested, upgraded, purged (bookworm, sid)
