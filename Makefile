@@ -477,7 +477,7 @@ pair-test: deps ## test: rping across two guests joined by a link
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
       abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
       preload-test usdt-test services-test soak-test insn-test copy-insn-test pair-test \
-      fault-test stacks-test deb-test iwarp-test
+      stacks-test deb-test iwarp-test
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
@@ -842,9 +842,11 @@ storm-picture: deps storm-bins ## dev: a 100-connection storm in the guest, draw
 # other node; a lossy setup, a partition, the client node's death.
 .PHONY: fault-test fault-bench
 
-# Small (part of `make test`): 8 connections per server, the servers' ASan builds. The IB CM's
-# DREQ retries (about 70 s on the server, 100 s on the client) bound the partition and the death
-# from below whatever the size: about 10 minutes (18 on a host shared with other guests).
+# Small: 8 connections per server, the servers' ASan builds. The IB CM's DREQ retries (about
+# 70 s on the server, 100 s on the client) bound the partition and the death from below whatever
+# the size: 5 minutes with nothing else running (18 on a host shared with other guests). Not in
+# make test (CI's hour): run before resolving a change to what a fault reaches (the preload's
+# watcher, destroys, the storm servers).
 # TRANSPORT=iwarp runs it on Soft-iWARP, where the guests' TCP notices a silent peer: the run
 # sets tcp_retries2=6 in both guests (about 25 s; Debian's 15 is about 925 s: docs/faults.md,
 # "iWARP"). Not in `make test`.
