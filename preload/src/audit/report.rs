@@ -3,6 +3,7 @@
 //! lengths only.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::audit::findings::Finding;
 use crate::audit::held::Held;
@@ -27,9 +28,14 @@ impl ReportLines {
     }
 
     /// A report is written: the probes' semaphore goes up for good, since the report is
-    /// written on the probes' slow path.
+    /// written on the probes' slow path. Raised once per process however many writers are
+    /// made: tracers count on it as uprobes' reference count, and a raise per writer (one per
+    /// delivery of use-after-ack faults) would run it past u16 back to zero.
     pub fn new() -> Self {
-        probes::SEMAPHORE.raise();
+        static RAISED: AtomicBool = AtomicBool::new(false);
+        if !RAISED.swap(true, Ordering::Relaxed) {
+            probes::SEMAPHORE.raise();
+        }
         ReportLines {
             on: true,
             lines: Vec::new(),
