@@ -126,10 +126,7 @@ impl State {
                     },
                 )
             }
-            (Op::DestroyQp, _) => (
-                Kind::QpDestroyBeforeAck,
-                format!("rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): {list}"),
-            ),
+            (Op::DestroyQp, _) => (Kind::QpDestroyBeforeAck, qp_destroy_message(&held, &list)),
         };
         let r = &self.live[&first];
         let f = Finding::here(
@@ -152,14 +149,13 @@ impl State {
     /// of them, so neither does the call (audit changes no timing). Each is judged at its ack
     /// (`qp_destroy_at_ack`), or at exit if it never comes.
     pub fn note_qp_destroy(&mut self, ptrs: &[usize], caller: whereis::Caller) {
-        let place = whereis::describe(caller.addr);
         let (at_ns, thread) = (now_ns(), this_thread::id());
         for &ptr in ptrs {
             self.qp_destroyed.push(QpDestroyed {
                 ptr,
                 at_ns,
                 thread,
-                place: place.clone(),
+                caller: caller.addr,
             });
         }
     }
@@ -206,15 +202,13 @@ impl State {
         held: &str,
     ) {
         let (seq, event_type, id) = event;
-        let message = format!(
-            "rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): seq={seq} {event_type}"
-        );
+        let message = qp_destroy_message(held, &format!("seq={seq} {event_type}"));
         let f = Finding::here(
             Kind::QpDestroyBeforeAck,
             seq,
             event_type,
             id,
-            q.place,
+            whereis::describe(q.caller),
             message,
         )
         .of_thread(q.thread);
@@ -441,6 +435,12 @@ fn refused(errno_name: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// What a qp-destroy-before-ack says, at the call (its own thread's events) or later (another
+/// thread's, at their ack or at exit): `held` says how they were held, `list` names them.
+fn qp_destroy_message(held: &str, list: &str) -> String {
+    format!("rdma_destroy_qp while the id's DISCONNECTED is unacked ({held}): {list}")
 }
 
 #[cfg(test)]

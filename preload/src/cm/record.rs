@@ -52,9 +52,10 @@ pub struct QpDestroyed {
     /// The event.
     pub ptr: usize,
     pub at_ns: u64,
-    /// The thread that called rdma_destroy_qp, and where.
+    /// The thread that called rdma_destroy_qp, and from where (described only for a finding:
+    /// most such events are acked in time).
     pub thread: i32,
-    pub place: String,
+    pub caller: usize,
 }
 
 /// Which findings named an event already: one bit per judged call.
