@@ -11,11 +11,13 @@ import io
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HARNESS)
 
 from cmsafe_harness import audit, guest, proc, tally  # noqa: E402
 
@@ -178,6 +180,36 @@ class ProcTest(unittest.TestCase):
         self.assertTrue(b.alive())
         self.assertEqual(b.stop(signal.SIGINT), 128 + signal.SIGINT)
         self.assertFalse(b.alive())
+
+    def test_started_as_a_background_job(self):
+        # A suite run from a script in the background (`nohup make test >log &`) inherits
+        # SIGINT, SIGQUIT and SIGHUP ignored. A harness started that way still stops its
+        # programs with SIGINT (130, not killed after its grace: 137), its programs see each
+        # signal at its default, and the harness itself still ignores a hangup.
+        script = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from cmsafe_harness import proc
+b = proc.Background(["sh", "-c", "echo listening; exec sleep 30"], sys.argv[2])
+assert b.wait_line("^listening$", 10)
+print(b.stop(signal.SIGINT))
+for sig in (signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
+    r = proc.run(["sh", "-c", "kill -%d $$; exit 9" % sig], sys.argv[2] + ".%d" % sig, timeout=10)
+    print(r.rc)
+os.kill(os.getpid(), signal.SIGHUP)
+print("after hangup")
+"""
+        def ignored():
+            for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
+
+        out = subprocess.run([sys.executable, "-c", script, HARNESS, self.log],
+                             preexec_fn=ignored, stdout=subprocess.PIPE, timeout=60,
+                             env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        self.assertEqual(out.stdout.decode().split("\n"),
+                         [str(128 + signal.SIGINT), str(128 + signal.SIGQUIT),
+                          str(128 + signal.SIGHUP), str(128 + signal.SIGTERM), "after hangup", ""])
+        self.assertEqual(out.returncode, 0)
 
     def test_background_ends_by_itself(self):
         b = proc.Background(["sh", "-c", "echo bye >&2; exit 4"], self.log)

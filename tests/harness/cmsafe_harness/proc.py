@@ -4,6 +4,9 @@ Process creation is slow in the guest (TCG, the root over 9p: about half a secon
 nothing here forks a helper: logs are read by this process, deadlines are the monotonic clock's.
 Exit statuses follow the shell's convention (128 + N for death by signal N), which the checks
 and the messages of every harness use.
+
+Every program starts with the signals a harness sends at their defaults, whatever this process
+inherited (below: `start_defaults`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,31 @@ from typing import Mapping, Sequence
 
 POLL = 0.1  # seconds between looks at a running program
 KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
+
+# The signals a harness stops its programs with, or sends them in a test. A suite started in the
+# background (`nohup make test >log &`, a CI job's script) inherits SIGINT and SIGQUIT ignored
+# (and SIGHUP, under nohup), and an ignored signal stays ignored across exec: a program stopped
+# with SIGINT would then live on until it was killed after its grace, and a program whose
+# handler a test checks would never see the signal.
+CHILD_DEFAULTS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM)
+
+
+def _ignored_here(signum, frame) -> None:
+    """What an inherited ignored signal does to this process: nothing, as before."""
+
+
+def start_defaults() -> None:
+    """Each of CHILD_DEFAULTS that this process inherited ignored gets a handler that does
+    nothing: here it is still without effect (a harness run under nohup outlives its terminal),
+    while every program started from here gets it at its default, as exec resets a handled
+    signal and keeps an ignored one. Done when the module is first imported: every harness and
+    its tests start their programs through it."""
+    for sig in CHILD_DEFAULTS:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, _ignored_here)
+
+
+start_defaults()
 
 
 def read_lines(path: str) -> list[str]:
