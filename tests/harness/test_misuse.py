@@ -66,6 +66,35 @@ class Scratch(unittest.TestCase):
         return r
 
 
+class InstalledLauncherTest(unittest.TestCase):
+    """The packages' suite runs audit and safe through the installed cmsafe-audit."""
+
+    def setUp(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        old = os.getcwd()
+        os.chdir(d)
+        self.addCleanup(os.chdir, old)
+        self.launcher = os.path.join(d, "cmsafe-audit")
+        with open(self.launcher, "w") as f:
+            f.write('#!/bin/sh\necho "args: $*"\necho "report: ${CMSAFE_REPORT-unset}"\n')
+        os.chmod(self.launcher, 0o755)
+        g = guest.Guest("192.0.2.1", "rxe0", "ib", 1)
+        self.h = misuse.Harness(d, g, IB, tally.Tally("test"))
+        self.addCleanup(shutil.rmtree, self.h.reports, True)
+        self.h.audit, self.h.lib = self.launcher, os.path.join(d, "libcmsafe_preload.so")
+
+    def test_a_report_is_asked_for_unless_the_run_sets_its_own(self):
+        r = self.h.run("audit", "cancel_report", ["true"], env=misuse.cancel_env("report"),
+                       program=False)
+        self.assertEqual(r.out[0], "args: --report %s -- true"
+                         % os.path.join(self.h.reports, "audit.cancel_report.%p.jsonl"))
+        self.assertEqual(r.out[1], "report: unset")
+        r = self.h.run("safe", "cancel_noreport", ["true"], env=misuse.cancel_env("noreport"),
+                       program=False)
+        self.assertEqual(r.out, ["args: --safe -- true", "report: "])
+
+
 class CasesTest(unittest.TestCase):
     def test_tables(self):
         self.assertEqual(len(cases.MISUSE), 19)
@@ -416,15 +445,28 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual([c[:2] for c in h.calls], [("raw", "no_rdma"), ("audit", "no_rdma")])
         self.assertEqual(h.lines(), ["ok   audit/no_rdma: exit 0, same stdout, nothing on stderr, no report file [0.0s]"])
 
+    def test_cancel_takes_a_raw_reference_when_raw_did_not_run(self):
+        # The packages' suite runs audit and safe only: the reference stdout is made first.
+        raw = recorded("raw", "cancel_report")
+        h = FakeHarness({("raw", "cancel_report"): [raw],
+                         ("audit", "cancel_report"): [recorded("audit", "cancel_report")]})
+        h.cancel("audit", "report")
+        h.cancel("audit", "report")
+        self.assertEqual([c[:2] for c in h.calls], [("raw", "cancel_report"), ("audit", "cancel_report"),
+                                                    ("audit", "cancel_report")])
+        self.assertEqual(h.t.failed, 0, h.lines())
+
     def test_timeouts_and_environments(self):
         runs = {("audit", "lost_event_direct"): [recorded("audit", "lost_event_cancelled", KILLED, True)],
+                ("raw", "cancel_noreport"): [recorded("raw", "cancel_report")],
                 ("safe", "cancel_noreport"): [recorded("raw", "cancel_report")]}
         h = FakeHarness(runs)
         h.lost_event("audit", "direct")
         h.cancel("safe", "noreport")
         self.assertEqual(h.calls[0], ("audit", "lost_event_direct", ("preload_lost_event", "direct"),
                                       cases.LOST_EVENT_MARKER, (("CMSAFE_HANG_MS", "1000"),), 10))
-        self.assertEqual(h.calls[1][4], (("CMSAFE_LATE_ACK_MS", "500"), ("CMSAFE_REPORT", "")))
+        self.assertEqual([c[:2] for c in h.calls[1:]], [("raw", "cancel_noreport"), ("safe", "cancel_noreport")])
+        self.assertEqual(h.calls[2][4], (("CMSAFE_LATE_ACK_MS", "500"), ("CMSAFE_REPORT", "")))
         self.assertEqual(h.hang_wait, 40)
         g = guest.Guest("192.0.2.1", "rxe0", "ib", 8)
         self.assertEqual(misuse.Harness(ROOT, g, IB, tally.Tally("t", io.StringIO())).run_timeout, 320)

@@ -1227,8 +1227,11 @@ class Harness:
         base = "%s.%s" % (mode, name)
         report = os.path.join(self.reports, base + ".%p.jsonl")
         if mode != "raw" and self.audit and "CMSAFE_MODE" not in (env or {}):
+            # A run that sets CMSAFE_REPORT itself (empty: no report) gets no --report, which
+            # would override it.
+            keep = "CMSAFE_REPORT" in (env or {})
             argv = [self.audit] + (["--safe"] if mode == "safe" else []) + \
-                ["--report", report, "--"] + argv
+                ([] if keep else ["--report", report]) + ["--"] + argv
         elif mode != "raw":
             changes = {"LD_PRELOAD": self.lib, "CMSAFE_MODE": mode, "CMSAFE_REPORT": report}
         changes.update(env or {})
@@ -1322,6 +1325,11 @@ class Harness:
         self.verdict(r, check_dlopen(mode, r, self.ctx))
 
     def cancel(self, mode: str, report: str) -> None:
+        if mode != "raw" and not self.cancel_ref:
+            # No raw run came first (the packages' suite runs audit and safe only): the
+            # reference is made now, as raw's own run makes it.
+            self.cancel_ref = self.run("raw", "cancel_" + report, ["preload_cancel"],
+                                       env=cancel_env(report)).out
         r = self.run(mode, "cancel_" + report, ["preload_cancel"], env=cancel_env(report))
         if mode == "raw":
             self.cancel_ref = r.out
