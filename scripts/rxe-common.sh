@@ -349,8 +349,11 @@ mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 mount -t tmpfs tmp /host/dev/shm
 # A writable /tmp and /run that still show the host's files (a CI clone, a program or an install
-# prefix under /tmp): an overlay of a tmpfs on the read-only share. Without overlayfs, a plain
-# tmpfs, with the repo bound back on top. (An overlay root has them writable already.)
+# prefix under /tmp): an overlay of a tmpfs on the read-only share. An overlay shows the files of
+# the directory under it, not what is mounted there: a stack's or arm64's guest, whose root is not
+# the host's, has the repository on its own share (above), so a repository under /tmp or /run is
+# bound back on top, as it is on a plain tmpfs where there is no overlayfs. (An overlay root has
+# them writable already, with the repository's share mounted on it.)
 if [ "$overlay" != 1 ]; then
   mkdir -p /keep /rw
   mount -o bind "/host$repo" /keep
@@ -358,8 +361,13 @@ if [ "$overlay" != 1 ]; then
   for d in /tmp /run; do
     n=${d#/}
     mkdir -p "/rw/$n.up" "/rw/$n.work"
+    own_share=0
+    if [ -n "$(arg stack)" ] || [ -n "$arch" ]; then own_share=1; fi
     if ! mount -t overlay "$n" -o "lowerdir=/host$d,upperdir=/rw/$n.up,workdir=/rw/$n.work" "/host$d"; then
       mount -t tmpfs tmp "/host$d"
+      own_share=1
+    fi
+    if [ "$own_share" = 1 ]; then
       case "$repo/" in "$d"/*) mkdir -p "/host$repo"; mount -o bind /keep "/host$repo" ;; esac
     fi
   done
