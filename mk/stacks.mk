@@ -45,3 +45,10 @@ stacks-smoke: deps $(call stacks_builds,$(SMOKE_STACKS)) ## dev: stacks' short s
 pair-test: deps ## test: rping across two guests joined by a link
 	RXE_VM_TIMEOUT=$${RXE_VM_TIMEOUT:-600} scripts/rxe-pair --transport $(TRANSPORT) -- \
 	  scripts/pair-rping -- scripts/pair-rping
+
+# The guests from a clone under /tmp (scripts/checkout-path-test): the default guest and a stack's
+# see the clone at its path and write in its target/. About 75 s; run before resolving a change
+# to the guests' plumbing (scripts/rxe-common.sh), not in make test.
+.PHONY: checkout-path-test
+checkout-path-test: deps ## test: the default and a stack's guest from a clone under /tmp
+	scripts/checkout-path-test
