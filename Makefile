@@ -85,9 +85,9 @@ preload: build-deps ## use: target/release/libcmsafe_preload.so, the LD_PRELOAD 
 # The host-only part of `make test`, no guest and nothing installed beyond what `make build`
 # installs but the timeline fuzzer's Hypothesis, pinned, into a virtualenv under target/, the
 # fuzz targets' tools (fuzz-check: Rust's nightly toolchain, cargo-fuzz under target/), and
-# Coccinelle (lint-check: scripts/setup-deps --lint): under two minutes once target/ is built,
-# about 25 s of it the fuzz targets' bounded runs.
-check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing, lint rules
+# Coccinelle (lint-check: scripts/setup-deps --lint), nightly's Miri (miri): about three minutes
+# once target/ is built, about 25 s of it the fuzz targets' bounded runs and 65 s Miri's.
+check: makefile-check fmt-check clippy cargo-test header-check abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check fuzz-check lint-check miri ## use: host only: fmt, clippy, cargo test, header drift, ABI, lists, timeline, launcher, harness, host tests, fuzzing, lint rules, Miri
 	@echo "make check: all passed"
 
 # make test, planned and not run (make -n): every file a part needs has a rule. Make expands a

@@ -54,3 +54,21 @@ fuzz-check: build-deps ## test: the fuzz targets' kept inputs, then a short boun
 
 fuzz: build-deps ## dev: each fuzz target for FUZZ_TIME seconds (300), before resolving an issue
 	scripts/fuzz --time $(FUZZ_TIME)
+
+# Miri (nightly Rust's interpreter, which finds undefined behaviour: a read out of bounds or
+# through a pointer whose provenance does not reach, a use after free, a data race) on the unit
+# tests of the pure modules: the event copy and its slots, safe mode's copies, the preload's
+# ledger of held events and its held-time buckets. Under Miri the pool maps a small range
+# readable and writable at once, safe mode keeps fewer copies, no setting is read and the
+# preload neither exports its entry points nor runs its load-time setup (each marked
+# `cfg(miri)` where it is). rustup installs the nightly toolchain's miri when missing.
+MIRI_CORE    := event::copy event::slot safe::
+MIRI_PRELOAD := audit::held cm::unacked cm::track
+MIRI_RUN     := MIRIFLAGS="-Zmiri-permissive-provenance" CARGO_TARGET_DIR=target/miri \
+  $(CARGO) +nightly miri test --locked
+.PHONY: miri
+miri: build-deps ## test: Miri on the unit tests of the event copy, safe mode's copies, the held-event ledger
+	@rustup run nightly rustc --version >/dev/null 2>&1 || rustup toolchain install nightly --profile minimal
+	@rustup component add --toolchain nightly miri rust-src
+	$(MIRI_RUN) -p cmsafe-core --lib -- $(MIRI_CORE)
+	$(MIRI_RUN) -p cmsafe-preload --lib -- $(MIRI_PRELOAD)

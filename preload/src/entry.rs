@@ -13,6 +13,9 @@ use crate::audit::segv;
 use crate::cm::{wrap_events, wrap_ids};
 use crate::verbs::{wrap_async, wrap_cq};
 
+/// Exported but under Miri (make miri), which runs the unit tests with its own `signal` and the
+/// rest: a test never calls through these names.
+///
 /// `name(args)` calls `imp(args, return address)`; `reg` and `xreg` are the argument register
 /// after the last one of `args` (System V x86_64: rdi, rsi, rdx, rcx, r8, r9; AAPCS64: x0 to x7,
 /// integers and pointers alike).
@@ -25,7 +28,7 @@ macro_rules! entry {
         /// As the wrapped library's own function: the arguments are what its man page asks for.
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
-        #[no_mangle]
+        #[cfg_attr(not(miri), no_mangle)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {imp}", imp = sym $imp)
         }
@@ -39,7 +42,7 @@ macro_rules! entry {
         // the implementation returns straight to the caller.
         #[cfg(target_arch = "aarch64")]
         #[unsafe(naked)]
-        #[no_mangle]
+        #[cfg_attr(not(miri), no_mangle)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             core::arch::naked_asm!(
                 "hint #34",
@@ -54,7 +57,7 @@ macro_rules! entry {
         /// # Safety
         /// As the wrapped library's own function: the arguments are what its man page asks for.
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-        #[no_mangle]
+        #[cfg_attr(not(miri), no_mangle)]
         pub unsafe extern "C-unwind" fn $name($($arg: $ty),*) $(-> $ret)? {
             // SAFETY: forwarded.
             unsafe { $imp($($arg,)* 0) }

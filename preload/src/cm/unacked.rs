@@ -123,7 +123,9 @@ pub(crate) mod tests {
     fn an_ids_events_are_found_among_thousands_held_by_others() {
         let mut s = new_state(&CONFIG);
         let (id, other) = (0x7000_0010, 0x7000_0020);
-        for i in 0..10_000u64 {
+        // Fewer under Miri, whose every step is interpreted: the lists are the same.
+        let others: u64 = if cfg!(miri) { 500 } else { 10_000 };
+        for i in 0..others {
             got(
                 &mut s,
                 0x10_0000 + 16 * i as usize,
@@ -147,7 +149,7 @@ pub(crate) mod tests {
         assert_eq!(s.take_live(0x4000).map(|r| r.seq), Some(4));
         assert!(of(&s, id).is_empty());
         assert_eq!(of(&s, other), [2]);
-        assert_eq!(s.live.len(), 10_001);
+        assert_eq!(s.live.len() as u64, others + 1);
         // Held again, after its list emptied.
         got(&mut s, 0x6000, id, 6);
         assert_eq!(of(&s, id), [6]);

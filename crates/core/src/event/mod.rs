@@ -236,7 +236,10 @@ impl Event {
     /// [`Event::cm`] returned), whether the copy is still live or was released since: memory
     /// of cmsafe's own, which librdmacm's `rdma_ack_cm_event` must never be given.
     pub fn is_copy_address(cm: *const rdma_cm_event) -> bool {
-        let slot = (cm as *const u8).wrapping_sub(crate::pool::VALUE_OFFSET);
+        // Asked of the address: `cm` may come from a reference to the struct alone (a copy's
+        // handle), whose provenance does not reach the slot's header before it. The slot is
+        // found again from the number, as every address of the pool is (its base is kept as one).
+        let slot = (cm as usize).wrapping_sub(crate::pool::VALUE_OFFSET) as *const u8;
         slot::classify(slot) != crate::pool::SlotState::Foreign
     }
 

@@ -407,6 +407,7 @@ mod tests {
     /// free: without them the child's copy of the lock stays held by a thread the child does not
     /// have, and its next refill waits for good. This test registers them as libcmsafe.so does.
     #[test]
+    #[cfg_attr(miri, ignore = "fork(2): Miri runs one process")]
     fn a_child_never_inherits_a_list_another_thread_holds() {
         use std::sync::mpsc;
         use std::time::Duration;
