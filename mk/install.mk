@@ -97,29 +97,29 @@ uninstall: ## use: remove exactly what install installed (same variables)
 # Only cmsafe_* exported, exactly the header's functions; the SONAME; the preload's interposed names.
 .PHONY: lists-check
 lists-check: ## test: finding kinds and interposed names in the docs match their Rust source
-	c-tests/check-lists
+	c-tests/checks/check-lists
 abi-check: build preload ## test: the libraries export only their names, with their SONAMEs
-	c-tests/check-abi
+	c-tests/checks/check-abi
 
 # The same, for the libraries a plain `cargo build --workspace --release` gives (PROFILES="debug
 # release" for the debug build too).
 .PHONY: workspace-check
 workspace-check: build-deps ## test: the same for a plain cargo build --workspace
-	c-tests/check-workspace-build
+	c-tests/checks/check-workspace-build
 
 # include/*.h alone as C99, C11, C++11, C++17 and cmsafe.hpp as C++11/17/20, gcc and clang.
 header-compile-check: deps ## test: the headers alone as C99..C++20, gcc and clang
-	c-tests/check-header
+	c-tests/checks/check-header
 
 # Every page formats without warnings; every function of include/cmsafe.h has its page.
 man-check: deps ## test: every man page formats cleanly; every function has one
-	c-tests/check-man
+	c-tests/checks/check-man
 
 # CMSAFE_VERSION_* match Cargo.toml; cmsafe_version() at run time matches them.
 version-check: build ## test: the version macros match Cargo.toml and the library
-	c-tests/check-version
+	c-tests/checks/check-version
 
 # make install into a staging DESTDIR, the examples built with pkg-config only and run on the
 # real stack (its own guest boot), then make uninstall leaves nothing behind.
 install-check: deps build ## test: install into a staging root, build with pkg-config, uninstall
-	c-tests/check-install
+	c-tests/checks/check-install

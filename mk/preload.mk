@@ -6,28 +6,29 @@
 PRELOAD_TESTS       := target/preload-tests
 PRELOAD_TEST_FLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Ic-tests
 PRELOAD_TEST_LIBS   := -lrdmacm -libverbs -lpthread
-# The programs on raw librdmacm, found by their names: misuse_NAME.c (a misuse case; its row in
-# tests/harness/cmsafe_harness/misuse_cases.py), preload_NAME.c (what the preload must live
-# with), race_NAME.c and soak_NAME.c (the race and the soak). preload_plugin.c is a library.
-PRELOAD_TEST_PROGRAMS := $(filter-out preload_plugin,$(basename $(notdir $(wildcard \
-        c-tests/misuse_*.c c-tests/preload_*.c c-tests/race_*.c c-tests/soak_*.c))))
+# The programs on raw librdmacm, every one of c-tests/preload/: misuse_NAME.c (a misuse case;
+# its row in tests/harness/cmsafe_harness/misuse_cases.py), preload_NAME.c (what the preload
+# must live with), race_NAME.c and soak_NAME.c (the race and the soak); raw_util.c is their
+# helper, preload_plugin.c a library.
+PRELOAD_TEST_PROGRAMS := $(filter-out raw_util preload_plugin,$(basename $(notdir \
+        $(wildcard c-tests/preload/*.c))))
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
-$(PRELOAD_TESTS)/%: c-tests/%.c c-tests/raw_util.c c-tests/raw_util.h c-tests/transport.h \
+$(PRELOAD_TESTS)/%: c-tests/preload/%.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h c-tests/transport.h \
                     c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
-	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/preload/raw_util.c $(PRELOAD_TEST_LIBS)
 
 # A program not linked with librdmacm, and the plugin it dlopen()s RTLD_LOCAL, which is.
-$(PRELOAD_TESTS)/preload_dlopen: c-tests/preload_dlopen.c c-tests/harness.h
+$(PRELOAD_TESTS)/preload_dlopen: c-tests/preload/preload_dlopen.c c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
 
-$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload_plugin.c c-tests/raw_util.c c-tests/raw_util.h \
+$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload/preload_plugin.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h \
                                     c-tests/transport.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
-	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/raw_util.c $(PRELOAD_TEST_LIBS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/preload/raw_util.c $(PRELOAD_TEST_LIBS)
 
 .PHONY: preload-tests preload-test race-bench
 preload-tests: $(PRELOAD_TEST_BINS) ## dev: build the preload's test programs (target/preload-tests)

@@ -19,10 +19,10 @@ fn c_layout() -> BTreeMap<String, usize> {
     let status = Command::new(&cc)
         .args(["-std=c11", "-Wall", "-Werror", "-o"])
         .arg(&out)
-        .arg(root.join("c-tests/layout.c"))
+        .arg(root.join("c-tests/api/layout.c"))
         .status()
         .expect("run the C compiler");
-    assert!(status.success(), "c-tests/layout.c did not compile");
+    assert!(status.success(), "c-tests/api/layout.c did not compile");
     let output = Command::new(&out).output().expect("run the layout program");
     assert!(output.status.success());
     String::from_utf8(output.stdout)

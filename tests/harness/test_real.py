@@ -26,7 +26,7 @@ from cmsafe_harness.tally import Tally  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real")
 ADDR = "192.0.2.1"
-# The finding kinds, as c-tests/finding-kinds lists them (preload/src/audit/findings.rs); the
+# The finding kinds, as c-tests/lists/finding-kinds lists them (preload/src/audit/findings.rs); the
 # checks only need those the logs and the variants use to be among them.
 KINDS = ["late-ack", "double-ack", "use-after-destroy-channel", "use-after-destroy-id", "not-a-cm-id",
          "qp-destroy-before-ack", "destroy-with-unacked"]

@@ -1,5 +1,5 @@
 """The baseline: the classic misuses of CM events, said by the preload as on the real stack
-(c-tests/misuse_*.c do the same there), on the stand-in librdmacm."""
+(c-tests/preload/misuse_*.c do the same there), on the stand-in librdmacm."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def symbols(path: str, defined: bool) -> set[str]:
 
 class Exports(HostTest):
     def test_every_librdmacm_call_the_preload_interposes_is_there_at_RDMACM_1_0(self):
-        names = subprocess.run([os.path.join(ROOT, "c-tests", "interposed")], check=True,
+        names = subprocess.run([os.path.join(ROOT, "c-tests", "lists", "interposed")], check=True,
                                stdout=subprocess.PIPE, universal_newlines=True).stdout.split()
         want = {n + "@RDMACM_1.0" for n in names if n.startswith("rdma_")}
         want.add("rdma_event_str@RDMACM_1.0")

@@ -268,10 +268,10 @@ class Validator(unittest.TestCase):
 
 class Fields(unittest.TestCase):
     def test_the_tables_are_the_writers_fields(self):
-        # c-tests/report-fields reads the records' fields from their writers (the preload's
+        # c-tests/lists/report-fields reads the records' fields from their writers (the preload's
         # report, the flight recorder): a field the writer adds or renames must reach the
         # tables the converter checks records by, or it would refuse real reports.
-        out = subprocess.run([os.path.join(HERE, "..", "..", "c-tests", "report-fields")],
+        out = subprocess.run([os.path.join(HERE, "..", "..", "c-tests", "lists", "report-fields")],
                              check=True, stdout=subprocess.PIPE, universal_newlines=True).stdout
         written = {line.split()[0]: sorted(line.split()[1:]) for line in out.splitlines()}
         tables = {

@@ -4,7 +4,7 @@ Every function takes lines (or report paths) and returns problems, one sentence 
 runs a program. The formats are the preload's (preload/src/audit/report.rs and findings.rs,
 docs/preload.md): "==cmsafe== KIND: ... seq=N type=T id=0x... thread=TID ..." per finding,
 "==cmsafe== summary: ... E events, F findings" and its detail lines at exit, and a JSON report
-of event, finding, destroy and address records, one a line (their fields: c-tests/report-fields).
+of event, finding, destroy and address records, one a line (their fields: c-tests/lists/report-fields).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ _record_fields: dict[str, list[str]] = {}
 
 def record_fields() -> dict[str, list[str]]:
     """The fields each JSON record of a report must have, from their one source: the writers'
-    format strings, read by c-tests/report-fields. The flight recorder's record is the API's,
+    format strings, read by c-tests/lists/report-fields. The flight recorder's record is the API's,
     never a preload report's, so it is left out."""
     if not _record_fields:
-        out = subprocess.run([os.path.join(ROOT, "c-tests", "report-fields")], check=True,
+        out = subprocess.run([os.path.join(ROOT, "c-tests", "lists", "report-fields")], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
         for line in out.splitlines():
             name, *keys = line.split()
@@ -41,9 +41,9 @@ def record_fields() -> dict[str, list[str]]:
 
 
 def finding_kinds(root: str) -> list[str]:
-    """The finding kinds, from their one source (c-tests/finding-kinds reads
+    """The finding kinds, from their one source (c-tests/lists/finding-kinds reads
     preload/src/audit/findings.rs)."""
-    out = subprocess.run([os.path.join(root, "c-tests", "finding-kinds")], check=True,
+    out = subprocess.run([os.path.join(root, "c-tests", "lists", "finding-kinds")], check=True,
                          stdout=subprocess.PIPE, universal_newlines=True).stdout
     return out.split()
 

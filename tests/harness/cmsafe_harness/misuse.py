@@ -57,7 +57,7 @@ from it. The survey provokes every async event the device (rxe, siw) raises on d
 events in every mode, no finding. PRELOAD_MISUSE_ONLY=async runs only those.
 
 The transport is the device's ($RXE_DEV's node type: an RNIC is iWARP), and the expectations
-follow it as the programs' own do (c-tests/transport.h, c-tests/raw_util.h): the CONNECT_REQUEST
+follow it as the programs' own do (c-tests/transport.h, c-tests/preload/raw_util.h): the CONNECT_REQUEST
 carries 56 bytes on IB/RoCE and the 35 bytes sent on iWARP; the REJECTED of a connect no RDMA
 peer answers (raw_connect_unanswered) has status 8 on IB/RoCE, -104 (-ECONNRESET) on iWARP,
 where a TCP socket that is no iWARP peer resets it (rdma_connect to a port nothing listens on
@@ -745,7 +745,7 @@ READ_BLOCKED = r"^step: the reader is still blocked in rdma_get_cm_event after 3
 
 
 def check_read_without_ids(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
-    """rping's teardown hang, on demand (c-tests/preload_read_without_ids.c): a reader polls the
+    """rping's teardown hang, on demand (c-tests/preload/preload_read_without_ids.c): a reader polls the
     channel, the main thread destroys its only id (dropping the queued event), the reader's
     rdma_get_cm_event blocks for good, raw as preloaded, until a new id's event ends it.
     Preloaded, the hang watcher names the blocked read while it lasts (CMSAFE_HANG_MS, 1 s, of
@@ -1436,9 +1436,9 @@ def main(argv: Sequence[str]) -> int:
         kinds = tuple(audit.finding_kinds(root))
     except (OSError, subprocess.SubprocessError) as e:
         kinds = ()
-        print("%s: c-tests/finding-kinds: %s" % (NAME, e), file=sys.stderr)
+        print("%s: c-tests/lists/finding-kinds: %s" % (NAME, e), file=sys.stderr)
     if not kinds:
-        guest.die(NAME, "no finding kinds (c-tests/finding-kinds)")
+        guest.die(NAME, "no finding kinds (c-tests/lists/finding-kinds)")
     modes = list(argv) or list(cases.MODES)
     for mode in modes:
         if mode not in cases.MODES:

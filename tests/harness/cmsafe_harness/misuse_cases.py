@@ -1,7 +1,7 @@
 """The misuse harness's cases and programs, as data (the running and the checks: misuse.py).
 
 The markers are regexes on the program's stderr: its "step:" lines, printed right before and
-right after the misuse (c-tests/misuse_*.c, preload_*.c).
+right after the misuse (c-tests/preload/misuse_*.c, preload_*.c).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ LIB = "target/release/libcmsafe_preload.so"  # make preload
 MODES = ("raw", "audit", "safe")
 ONLY = ("cm", "cq", "async")  # PRELOAD_MISUSE_ONLY
 
-TOKEN_TAG = "PDTOKEN-5e7d1c"  # c-tests/raw_util.h: RAW_TOKEN_TAG
+TOKEN_TAG = "PDTOKEN-5e7d1c"  # c-tests/preload/raw_util.h: RAW_TOKEN_TAG
 TOKEN = TOKEN_TAG + "-cmsafe-misuse-probe"  # RAW_TOKEN
 
 # The time limits, in the x86_64 guest's seconds. RXE_TIME_SCALE (scripts/rxe-vm sets it: 1 on
@@ -35,7 +35,7 @@ LOST_EVENT_GRACE = 10
 
 @dataclass(frozen=True)
 class Transport:
-    """What the transport decides (c-tests/transport.h, c-tests/raw_util.h)."""
+    """What the transport decides (c-tests/transport.h, c-tests/preload/raw_util.h)."""
 
     name: str  # as the "--- MODE (DEV, NAME)" line says it
     req_len: int  # the CONNECT_REQUEST's private data length

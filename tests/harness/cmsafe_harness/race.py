@@ -1,4 +1,4 @@
-"""The cancelled-read race (c-tests/race_cancelled_read.c), raw and under the preload (make
+"""The cancelled-read race (c-tests/preload/race_cancelled_read.c), raw and under the preload (make
 preload-test, make race-bench).
 
 The program models libiscsi 1.19's iSER initiator: its CM thread is cancelled at every

@@ -1135,9 +1135,9 @@ def main(argv: Sequence[str]) -> int:
     try:
         kinds = audit.finding_kinds(root)
     except (OSError, subprocess.CalledProcessError) as e:
-        guest.die(PROG, "no finding kinds (c-tests/finding-kinds): %s" % e)
+        guest.die(PROG, "no finding kinds (c-tests/lists/finding-kinds): %s" % e)
     if not kinds:
-        guest.die(PROG, "no finding kinds (c-tests/finding-kinds)")
+        guest.die(PROG, "no finding kinds (c-tests/lists/finding-kinds)")
     h = Harness(g, o.set, o.modes, o.only, o.rounds, o.bench, root, kinds, Tally(PROG))
     os.makedirs(h.out, exist_ok=True)
     for f in glob.glob(glob.escape(h.out) + "/*"):

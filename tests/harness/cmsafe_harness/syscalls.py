@@ -34,7 +34,7 @@ rows (per id, two events each) go through the wrapped rdma_create_id and rdma_de
 and the destroy's hang watcher: safe mode adds nothing there either; audit adds the two seals
 (and, with mprotect, its page runs).
 
-Completion events: the same rounds of c-tests/preload_cq_loop.c raw and under the
+Completion events: the same rounds of c-tests/preload/preload_cq_loop.c raw and under the
 preload; it counts each CQ's events got and acked with no system call of its own, in either mode.
 """
 
@@ -266,7 +266,7 @@ def report(count: CountFn, say: Callable[[str], None], events: int, warmup: int,
             failed = True
     else:
         say("System calls per completion event; `strace -f`, only the calls between "
-            "c-tests/preload_cq_loop.c's markers; extra = per-name difference from the raw loop.")
+            "c-tests/preload/preload_cq_loop.c's markers; extra = per-name difference from the raw loop.")
         say("")
         say("| loop | calls/event | extra over raw, by call | budget | target | met |")
         say("|---|---:|---|---|---|---|")

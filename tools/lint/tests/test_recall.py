@@ -1,5 +1,5 @@
-"""The recall set: every misuse program of c-tests/ (misuse_*.c, preload_*.c), linted with its
-helpers (c-tests/raw_util.c), must get exactly the findings below, each at the line its misuse
+"""The recall set: every misuse program of c-tests/preload/ (misuse_*.c, preload_*.c), linted with its
+helpers (c-tests/preload/raw_util.c), must get exactly the findings below, each at the line its misuse
 is on (found by the text the line holds); a program whose misuse is not visible in its source
 is listed with the reason; every other program must get none. A new program there must be
 added here, one way or the other."""
@@ -11,7 +11,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-CTESTS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "c-tests"))
+CTESTS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "c-tests", "preload"))
 
 from cmsafe_lint import lint  # noqa: E402
 

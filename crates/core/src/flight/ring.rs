@@ -405,7 +405,7 @@ fn write_line(out: &mut FdOut, seq: u64, w: &Words, scale: &Scale) -> std::fmt::
     out.write_str("}\n")
 }
 
-// After the record's writer: c-tests/report-fields reads the writers up to the first code for
+// After the record's writer: c-tests/lists/report-fields reads the writers up to the first code for
 // tests.
 #[cfg(test)]
 impl Ring {

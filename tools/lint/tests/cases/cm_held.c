@@ -132,7 +132,7 @@ int established(struct rdma_event_channel *ch)
 }
 
 /* The event acked after the destroy was got meanwhile by another thread, joined in between
- * (c-tests/preload_read_without_ids.c): not held at the destroy. */
+ * (c-tests/preload/preload_read_without_ids.c): not held at the destroy. */
 static void *reader(void *arg)
 {
     rdma_get_cm_event(arg, &global_event);
