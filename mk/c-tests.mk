@@ -45,7 +45,13 @@ $(CTESTS)/real_stack: build
 	exe=$$($(CARGO) test --$(PROFILE) --locked --test real_stack --no-run --message-format=json \
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
-c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat ## dev: build the C and C++ tests (target/c-tests)
+# The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
+CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
+$(CTESTS)/cpp_events: c-tests/api/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h $(CTEST_BUILD)
+	@mkdir -p $(CTESTS)
+	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
+
+c-tests: $(C_TEST_BINS) $(CTESTS)/real_stack $(CTESTS)/seed_incident_compat $(CTESTS)/cpp_events ## dev: build the C and C++ tests (target/c-tests)
 
 # The C and C++ tests without the Rust API's (cargo's): what scripts/deb-test builds against the
 # installed packages.
@@ -66,10 +72,3 @@ iwarp-test: deps c-tests preload preload-tests ## test: the C tests and the CM m
 
 iwarp-misuse-test: deps preload preload-tests ## test: the misuse programs alone on Soft-iWARP
 	$(RXE_VM) --transport iwarp -- scripts/preload-misuse-tests
-
-# The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.
-CXXTEST_FLAGS := -std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude -Ic-tests
-$(CTESTS)/cpp_events: c-tests/api/cpp_events.cpp c-tests/transport.h include/cmsafe.hpp include/cmsafe.h $(CTEST_BUILD)
-	@mkdir -p $(CTESTS)
-	$(CXX) $(CXXTEST_FLAGS) $(SAN_FLAGS) -o $@ $< $(CTEST_LIBS)
-c-tests: $(CTESTS)/cpp_events
