@@ -57,8 +57,8 @@ from it. The survey provokes every async event the device (rxe, siw) raises on d
 events in every mode, no finding. PRELOAD_MISUSE_ONLY=async runs only those.
 
 The transport is the device's ($RXE_DEV's node type: an RNIC is iWARP), and the expectations
-follow it as the programs' own do (c-tests/transport.h, c-tests/preload/raw_util.h): the CONNECT_REQUEST
-carries 56 bytes on IB/RoCE and the 35 bytes sent on iWARP; the REJECTED of a connect no RDMA
+follow it as the programs' own do (c-tests/transport.h, c-tests/preload/raw_util.h): the
+CONNECT_REQUEST carries 56 bytes on IB/RoCE and the 35 bytes sent on iWARP; the REJECTED of a connect no RDMA
 peer answers (raw_connect_unanswered) has status 8 on IB/RoCE, -104 (-ECONNRESET) on iWARP,
 where a TCP socket that is no iWARP peer resets it (rdma_connect to a port nothing listens on
 fails there without an event); the QP's async event of the async programs (raw_qp_event) is
@@ -745,8 +745,8 @@ READ_BLOCKED = r"^step: the reader is still blocked in rdma_get_cm_event after 3
 
 
 def check_read_without_ids(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
-    """rping's teardown hang, on demand (c-tests/preload/preload_read_without_ids.c): a reader polls the
-    channel, the main thread destroys its only id (dropping the queued event), the reader's
+    """rping's teardown hang, on demand (c-tests/preload/preload_read_without_ids.c): a reader
+    polls the channel, the main thread destroys its only id (dropping the queued event), the reader's
     rdma_get_cm_event blocks for good, raw as preloaded, until a new id's event ends it.
     Preloaded, the hang watcher names the blocked read while it lasts (CMSAFE_HANG_MS, 1 s, of
     the 3 s)."""
@@ -1202,8 +1202,8 @@ class Harness:
         self.run_timeout = cases.RUN_TIMEOUT * g.time_scale
         self.base = proc.environment({k: None for k in (
             "LD_PRELOAD", "CMSAFE_MODE", "CMSAFE_REPORT", "CMSAFE_LOG", "CMSAFE_LATE_ACK_MS")})
-        self.no_rdma_ref: List[str] = []
-        self.cancel_ref: List[str] = []
+        # The stdout of a raw run, by case, that a preloaded run of it is compared with.
+        self.raw_out: dict = {}
         self.stdin: int | None = None
         # The reports are written where the program runs (the guest's /tmp, a tmpfs), and moved
         # beside the logs once it has ended: the preload writes each record as it happens, and
@@ -1224,8 +1224,8 @@ class Harness:
         if program:
             argv[0] = os.path.join(cases.BIN, argv[0])
         changes: dict = {}
-        base = "%s.%s" % (mode, name)
-        report = os.path.join(self.reports, base + ".%p.jsonl")
+        stem = os.path.join(self.reports, "%s.%s" % (mode, name))
+        report = stem + ".%p.jsonl"
         if mode != "raw" and self.audit and "CMSAFE_MODE" not in (env or {}):
             # A run that sets CMSAFE_REPORT itself (empty: no report) gets no --report, which
             # would override it.
@@ -1247,10 +1247,21 @@ class Harness:
             self.stdin = os.open(os.devnull, os.O_RDONLY)
         r = proc.run(argv, log, env=e, timeout=self.run_timeout, marker=marker,
                      hang_wait=self.hang_wait, hang_grace=grace, stdin=self.stdin)
-        for made in glob.glob(os.path.join(self.reports, base + ".*.jsonl")):
-            pid = made[len(os.path.join(self.reports, base)):]
-            shutil.move(made, log + pid)
+        for made in glob.glob(stem + ".*.jsonl"):
+            shutil.move(made, log + made[len(stem):])  # NAME.<pid>.jsonl beside the logs
         return r
+
+    def beside_raw(self, mode: str, case: str, name: str, argv: Sequence[str],
+                   env: dict | None = None) -> Tuple[proc.Run, List[str]]:
+        """Runs NAME in MODE, and gives the stdout of CASE's raw run to compare it with: raw's
+        own run when raw ran first, else one made now (the packages' suite runs audit and safe
+        only)."""
+        if mode != "raw" and case not in self.raw_out:
+            self.raw_out[case] = self.run("raw", name, argv, env=env).out
+        r = self.run(mode, name, argv, env=env)
+        if mode == "raw":
+            self.raw_out[case] = r.out
+        return r, self.raw_out[case]
 
     def verdict(self, r: proc.Run, checked: Checked) -> None:
         problems, text = checked
@@ -1304,12 +1315,8 @@ class Harness:
         self.verdict(r, check_fork(mode, variant, r, self.ctx))
 
     def no_rdma(self, mode: str) -> None:
-        if mode != "raw" and not self.no_rdma_ref:
-            self.no_rdma_ref = self.run("raw", "no_rdma", ["preload_no_rdma"]).out
-        r = self.run(mode, "no_rdma", ["preload_no_rdma"])
-        if mode == "raw":
-            self.no_rdma_ref = r.out
-        self.verdict(r, check_no_rdma(mode, r, self.no_rdma_ref))
+        r, ref = self.beside_raw(mode, "no_rdma", "no_rdma", ["preload_no_rdma"])
+        self.verdict(r, check_no_rdma(mode, r, ref))
 
     def sigsegv(self, mode: str, variant: str) -> None:
         r = self.run(mode, "sigsegv_" + variant, ["preload_sigsegv", variant])
@@ -1325,15 +1332,9 @@ class Harness:
         self.verdict(r, check_dlopen(mode, r, self.ctx))
 
     def cancel(self, mode: str, report: str) -> None:
-        if mode != "raw" and not self.cancel_ref:
-            # No raw run came first (the packages' suite runs audit and safe only): the
-            # reference is made now, as raw's own run makes it.
-            self.cancel_ref = self.run("raw", "cancel_" + report, ["preload_cancel"],
-                                       env=cancel_env(report)).out
-        r = self.run(mode, "cancel_" + report, ["preload_cancel"], env=cancel_env(report))
-        if mode == "raw":
-            self.cancel_ref = r.out
-        self.verdict(r, check_cancel(mode, report, r, self.cancel_ref, self.ctx))
+        r, ref = self.beside_raw(mode, "cancel", "cancel_" + report, ["preload_cancel"],
+                                 env=cancel_env(report))
+        self.verdict(r, check_cancel(mode, report, r, ref, self.ctx))
 
     def lost_event(self, mode: str, variant: str) -> None:
         r = self.run(mode, "lost_event_" + variant, ["preload_lost_event", variant],
