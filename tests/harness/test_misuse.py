@@ -452,8 +452,8 @@ class RunnerTest(unittest.TestCase):
                          ("audit", "cancel_report"): [recorded("audit", "cancel_report")]})
         h.cancel("audit", "report")
         h.cancel("audit", "report")
-        self.assertEqual([c[:2] for c in h.calls], [("raw", "cancel_report"), ("audit", "cancel_report"),
-                                                    ("audit", "cancel_report")])
+        self.assertEqual([c[:2] for c in h.calls],
+                         [("raw", "cancel_report"), ("audit", "cancel_report"), ("audit", "cancel_report")])
         self.assertEqual(h.t.failed, 0, h.lines())
 
     def test_timeouts_and_environments(self):
@@ -465,7 +465,8 @@ class RunnerTest(unittest.TestCase):
         h.cancel("safe", "noreport")
         self.assertEqual(h.calls[0], ("audit", "lost_event_direct", ("preload_lost_event", "direct"),
                                       cases.LOST_EVENT_MARKER, (("CMSAFE_HANG_MS", "1000"),), 10))
-        self.assertEqual([c[:2] for c in h.calls[1:]], [("raw", "cancel_noreport"), ("safe", "cancel_noreport")])
+        self.assertEqual([c[:2] for c in h.calls[1:]],
+                         [("raw", "cancel_noreport"), ("safe", "cancel_noreport")])
         self.assertEqual(h.calls[2][4], (("CMSAFE_LATE_ACK_MS", "500"), ("CMSAFE_REPORT", "")))
         self.assertEqual(h.hang_wait, 40)
         g = guest.Guest("192.0.2.1", "rxe0", "ib", 8)

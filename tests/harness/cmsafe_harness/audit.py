@@ -4,7 +4,8 @@ Every function takes lines (or report paths) and returns problems, one sentence 
 runs a program. The formats are the preload's (preload/src/audit/report.rs and findings.rs,
 docs/preload.md): "==cmsafe== KIND: ... seq=N type=T id=0x... thread=TID ..." per finding,
 "==cmsafe== summary: ... E events, F findings" and its detail lines at exit, and a JSON report
-of event, finding, destroy and address records, one a line (their fields: c-tests/lists/report-fields).
+of event, finding, destroy and address records, one a line (their fields:
+c-tests/lists/report-fields).
 """
 
 from __future__ import annotations

@@ -266,7 +266,8 @@ def report(count: CountFn, say: Callable[[str], None], events: int, warmup: int,
             failed = True
     else:
         say("System calls per completion event; `strace -f`, only the calls between "
-            "c-tests/preload/preload_cq_loop.c's markers; extra = per-name difference from the raw loop.")
+            "c-tests/preload/preload_cq_loop.c's markers; extra = per-name difference from the "
+            "raw loop.")
         say("")
         say("| loop | calls/event | extra over raw, by call | budget | target | met |")
         say("|---|---:|---|---|---|---|")

@@ -1,5 +1,5 @@
-"""The recall set: every misuse program of c-tests/preload/ (misuse_*.c, preload_*.c), linted with its
-helpers (c-tests/preload/raw_util.c), must get exactly the findings below, each at the line its misuse
+"""The recall set: every misuse program of c-tests/preload/ (misuse_*.c, preload_*.c), linted
+with its helpers (c-tests/preload/raw_util.c), must get exactly the findings below, each at the line its misuse
 is on (found by the text the line holds); a program whose misuse is not visible in its source
 is listed with the reason; every other program must get none. A new program there must be
 added here, one way or the other."""

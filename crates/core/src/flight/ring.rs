@@ -405,8 +405,8 @@ fn write_line(out: &mut FdOut, seq: u64, w: &Words, scale: &Scale) -> std::fmt::
     out.write_str("}\n")
 }
 
-// After the record's writer: c-tests/lists/report-fields reads the writers up to the first code for
-// tests.
+// After the record's writer: c-tests/lists/report-fields reads the writers up to the first code
+// for tests.
 #[cfg(test)]
 impl Ring {
     /// A new, empty ring for `events` records (at least 1), of its own, mapped for good.
