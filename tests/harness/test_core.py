@@ -261,6 +261,14 @@ class AuditTest(unittest.TestCase):
         self.assertEqual(r.event(3)["private_data_len"], 56)
         self.assertEqual(audit.check_summary_details(err, r, "use-after-ack", "3"), [])
 
+    def test_a_finding_after_the_summary_is_added_to_it(self):
+        err, _, _ = recorded("audit", "use_after_ack")
+        after = "==cmsafe== after the summary: pid 1, 2 more findings, 3 findings in all"
+        self.assertEqual(audit.check_summary(err + [after], "4", "3"), [])
+        self.assertEqual(audit.check_summary(err + [after], "4", "1"),
+                         ["summary says 3 findings, want 1 (finding records in the JSON report): "
+                          + audit.summary_lines(err)[0] + " / " + after])
+
     def test_wrong_expectations_are_named(self):
         err, _, reports = recorded("audit", "use_after_ack")
         p = audit.check_finding(err, "use-after-ack", "2", "ROUTE_RESOLVED", "^step: read done", "",

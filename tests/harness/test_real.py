@@ -255,6 +255,24 @@ class PreloadedTest(Recorded):
         self.assertIsNone(real.allowed(real_programs.RPING_RACE, "client", "use-after-destroy-channel", "-",
                                        "rpingx+0x1"))
 
+    def test_rpings_race_said_after_the_summary(self):
+        # The client's CM thread finds the destroyed channel while the main thread writes the
+        # exit summary: the summary says 0, the line after the finding's says 1 more.
+        line = ("==cmsafe== use-after-destroy-channel: seq=0 type=- id=0x0 thread=236 at rping+0x2a1c "
+                "(0x55d0)): rdma_get_cm_event on a destroyed event channel")
+        after = "==cmsafe== after the summary: pid 236, 1 more findings, 1 findings in all"
+        rec = {"record": "finding", "finding": "use-after-destroy-channel", "seq": None, "type": "-",
+               "id": "0x0", "thread": 236, "where": "rping+0x2a1c (0x55d0)", "message": "m"}
+        self.append(self.path("rping.audit.client.err"), line + "\n")
+        self.append(self.report("rping.audit.client"), json.dumps(rec) + "\n")
+        self.assertEqual(self.preloaded("rping")[0], [
+            "client: the summaries count 0 findings (1 allowed): "
+            "==cmsafe== summary: pid 236, mode audit, 4 events, 0 findings"])
+        self.append(self.path("rping.audit.client.err"), after + "\n")
+        problems, info = self.preloaded("rping")
+        self.assertEqual(problems, [])
+        self.assertEqual(info[2:], ["client_allowed=1", "client_cq=13/13", "client=4"])
+
     def test_a_program_that_never_touches_librdmacm(self):
         self.append(self.path("rstream_sockets.audit.client.err"), "==cmsafe== summary: x\n")
         self.append(self.path("rstream_sockets.audit.server.7.jsonl"), "{}\n")

@@ -72,7 +72,88 @@ struct Sink {
     counts: Vec<(Finding, u64)>,
     /// Use-after-ack faults said on stderr but not recorded: the queue was full.
     faults_lost: u64,
+    /// Whether the exit summary has taken its counts: a finding counted after that (another
+    /// thread's, while the exiting one writes the summary) gets a line of its own saying so.
+    summarized: bool,
     lines: Vec<u8>,
+}
+
+/// The counts the exit summary says, taken together under one lock hold.
+pub struct Counts {
+    /// All findings counted, for the summary's first line.
+    pub total: u64,
+    /// Each kind with its count and first example.
+    pub lines: String,
+    /// Use-after-ack faults that could not be recorded, if any.
+    pub lost: Option<String>,
+}
+
+impl Sink {
+    /// Counts `findings` and puts their records in `lines`; what to say of them on stderr.
+    fn take_in(&mut self, findings: Vec<Finding>, lines: &mut ReportLines) -> String {
+        let before = self.total();
+        let mut say = String::new();
+        // Under AT_SECURE the lines would show the caller (a less privileged user) where a
+        // privileged program's heap and code are: counted only (docs/preload.md).
+        let quiet = cmsafe_core::env::secure();
+        for f in findings {
+            if !quiet {
+                let _ = writeln!(say, "==cmsafe== {}", f.line());
+            }
+            if probes::on() {
+                probes::finding(&f);
+            }
+            lines.finding(&f);
+            count(self, f);
+        }
+        let after = self.total();
+        if self.summarized && after > before {
+            // In the same write as the findings' own lines: a reader who adds these to the
+            // summary's count has every finding said.
+            let _ = writeln!(
+                say,
+                "==cmsafe== after the summary: pid {}, {} more findings, {after} findings in all",
+                std::process::id(),
+                after - before
+            );
+        }
+        say
+    }
+
+    /// The summary's counts (see [`summarize`]), the sink marked summarized.
+    fn counts(&mut self, events: u64) -> Option<Counts> {
+        let total = self.total();
+        if events == 0 && total == 0 {
+            return None;
+        }
+        self.summarized = true;
+        let mut lines = String::new();
+        let mut kinds: Vec<&(Finding, u64)> = self.counts.iter().collect();
+        kinds.sort_by_key(|(f, _)| f.kind);
+        for (first, n) in kinds {
+            if cmsafe_core::env::secure() {
+                let _ = writeln!(lines, "==cmsafe==   {}: {n}", first.kind.name());
+            } else {
+                let _ = writeln!(
+                    lines,
+                    "==cmsafe==   {}: {n} (first: {})",
+                    first.kind.name(),
+                    first.line()
+                );
+            }
+        }
+        let lost = (self.faults_lost > 0).then(|| {
+            format!(
+                "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {}\n",
+                self.faults_lost
+            )
+        });
+        Some(Counts { total, lines, lost })
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
 }
 
 static SINK: ForkSafeMutex<Option<Sink>> = ForkSafeMutex::new(None);
@@ -111,20 +192,7 @@ pub fn deliver(out: Outbox) {
             absorb_faults(s, &mut fault_lines);
             s.lines.extend_from_slice(&fault_lines.take());
         }
-        let mut say = String::new();
-        // Under AT_SECURE the lines would show the caller (a less privileged user) where a
-        // privileged program's heap and code are: counted only (docs/preload.md).
-        let quiet = cmsafe_core::env::secure();
-        for f in findings {
-            if !quiet {
-                let _ = writeln!(say, "==cmsafe== {}", f.line());
-            }
-            if probes::on() {
-                probes::finding(&f);
-            }
-            lines.finding(&f);
-            count(s, f);
-        }
+        let say = s.take_in(findings, &mut lines);
         s.lines.extend_from_slice(&lines.take());
         // Lines wait here while another thread opens the file.
         let report: Option<(report_file::Turn, Vec<u8>)> = (!s.lines.is_empty())
@@ -199,43 +267,10 @@ fn absorb_faults(s: &mut Sink, lines: &mut ReportLines) {
     }
 }
 
-/// The summary's lines on findings: each kind with its count and first example.
-pub fn summary_lines() -> String {
-    let mut out = String::new();
-    if let Some(s) = SINK.lock().as_ref() {
-        let mut kinds: Vec<&(Finding, u64)> = s.counts.iter().collect();
-        kinds.sort_by_key(|(f, _)| f.kind);
-        for (first, n) in kinds {
-            if cmsafe_core::env::secure() {
-                let _ = writeln!(out, "==cmsafe==   {}: {n}", first.kind.name());
-            } else {
-                let _ = writeln!(
-                    out,
-                    "==cmsafe==   {}: {n} (first: {})",
-                    first.kind.name(),
-                    first.line()
-                );
-            }
-        }
-    }
-    out
-}
-
-/// The summary's line on faults that could not be recorded, if any.
-pub fn lost_line() -> Option<String> {
-    let lost = SINK.lock().as_ref().map_or(0, |s| s.faults_lost);
-    (lost > 0).then(|| {
-        format!(
-            "==cmsafe==   use-after-ack faults said on stderr but not recorded (too many at once): {lost}\n"
-        )
-    })
-}
-
-/// All findings counted, for the summary's first line.
-pub fn total() -> u64 {
-    SINK.lock()
-        .as_ref()
-        .map_or(0, |s| s.counts.iter().map(|(_, n)| n).sum())
+/// The exit summary's counts, or None when `events` is 0 and nothing was found (no summary is
+/// said). Findings counted after this are said to come after it (see [`deliver`]).
+pub fn summarize(events: u64) -> Option<Counts> {
+    sink(&mut SINK.lock()).counts(events)
 }
 
 /// Whether the calling thread is inside the sink's lock (a signal handler that interrupted it).
@@ -254,4 +289,51 @@ pub fn unlock_after_fork() {
 /// In a child after fork(2): its findings are its own (`later`: see fork_lock).
 pub fn after_fork_in_child(later: bool) {
     SINK.after_fork_in_child(|s| *s = None, later);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(kind: Kind, seq: u64) -> Finding {
+        Finding::here(kind, seq, "ADDR_RESOLVED", 0x10, "main".into(), "m".into())
+    }
+
+    #[test]
+    fn a_finding_counted_after_the_summary_says_so() {
+        let mut s = Sink::default();
+        let mut lines = ReportLines::of(false);
+        let said = s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
+        assert!(!said.contains("after the summary"), "{said}");
+        let counts = s.counts(3).expect("a summary");
+        assert_eq!(counts.total, 1);
+        assert_eq!(counts.lines.lines().count(), 1, "{}", counts.lines);
+        let said = s.take_in(
+            vec![
+                finding(Kind::DoubleAck, 2),
+                finding(Kind::UseAfterDestroyChannel, 3),
+            ],
+            &mut lines,
+        );
+        let last = said.lines().last().unwrap();
+        assert_eq!(
+            last,
+            format!(
+                "==cmsafe== after the summary: pid {}, 2 more findings, 3 findings in all",
+                std::process::id()
+            )
+        );
+        assert_eq!(said.lines().count(), 3, "{said}");
+        // An empty delivery after it says nothing more.
+        assert_eq!(s.take_in(Vec::new(), &mut lines), "");
+    }
+
+    #[test]
+    fn no_summary_when_nothing_happened_and_no_mark() {
+        let mut s = Sink::default();
+        assert!(s.counts(0).is_none());
+        let mut lines = ReportLines::of(false);
+        let said = s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
+        assert!(!said.contains("after the summary"), "{said}");
+    }
 }

@@ -283,17 +283,18 @@ impl Ending {
     /// The summary: the tracker's counts, the findings sink's, then `extra` (the completion and
     /// async events' lines) and what is left; None when the program touched nothing.
     fn summary(self, extra: Option<String>) -> Option<String> {
-        let findings = sink::total();
-        if !self.touched || self.events == 0 && findings == 0 {
+        if !self.touched {
             return None;
         }
+        let counts = sink::summarize(self.events)?;
         let mode = match CONFIG.mode {
             Mode::Safe => "safe",
             Mode::Audit => "audit",
             Mode::Off => "off",
         };
-        let mut s = report::summary_head(mode, self.events, findings, &self.by_type, &self.held);
-        s.push_str(&sink::summary_lines());
+        let mut s =
+            report::summary_head(mode, self.events, counts.total, &self.by_type, &self.held);
+        s.push_str(&counts.lines);
         if let Some(line) = extra {
             s.push_str(&line);
         }
@@ -309,7 +310,7 @@ impl Ending {
                 self.longjmps
             ));
         }
-        if let Some(line) = sink::lost_line() {
+        if let Some(line) = counts.lost {
             s.push_str(&line);
         }
         let left = self.left;
