@@ -30,6 +30,7 @@ HARNESSES = {
     "cm-setup": "cmsafe_harness.cm_setup",
     "migrated": "cmsafe_harness.migrated",
     "scale-host": "cmsafe_harness.scale_host",
+    "scale-live": "cmsafe_harness.scale_live",
 }
 
 

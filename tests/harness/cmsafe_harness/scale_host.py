@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from . import guest as guest_mod
 
@@ -64,6 +64,8 @@ VARIANTS = {
     "channels": ("acked", CHANNELS, "acked, the held ids spread over {:,} event channels"
                  .format(CHANNELS)),
 }
+
+T = TypeVar("T")
 
 _NAMED = re.compile(r"\((\d+)\)(?: (.*))?$")
 
@@ -247,7 +249,7 @@ def section(body: list[str], m: int, warm: int) -> list[str]:
             ""] + body
 
 
-def replace_section(path: str, new: list[str]) -> None:
+def replace_section(path: str, new: list[str], heading: str = HEADING) -> None:
     """Writes NEW in place of FILE's section under HEADING (to the next "## " heading), or at
     its end; the rest of FILE stays."""
     try:
@@ -255,7 +257,7 @@ def replace_section(path: str, new: list[str]) -> None:
             old = f.read().splitlines()
     except FileNotFoundError:
         old = ["# Live cm_ids by the thousand: cost and memory as they grow", ""]
-    start = next((i for i, line in enumerate(old) if line == HEADING), None)
+    start = next((i for i, line in enumerate(old) if line == heading), None)
     if start is None:
         out = old + ([""] if old and old[-1] else []) + new
     else:
@@ -317,19 +319,25 @@ SETTERS = {
 }
 
 
-def options(argv: Sequence[str]) -> Options | None:
-    """The options ARGV gives; None for one not known, or without its value."""
-    o = Options()
+def parse_into(o: T, argv: Sequence[str], setters: dict[str, Callable[[T, str], None]],
+               flags: dict[str, Callable[[T], None]]) -> T | None:
+    """O with ARGV applied (SETTERS for an option with a value, FLAGS for one without); None
+    for one not known, or without its value."""
     args = list(argv)
     while args:
         a = args.pop(0)
-        if a == "--check":
-            o.check = True
-        elif a in SETTERS and args:
-            SETTERS[a](o, args.pop(0))
+        if a in flags:
+            flags[a](o)
+        elif a in setters and args:
+            setters[a](o, args.pop(0))
         else:
             return None
     return o
+
+
+def options(argv: Sequence[str]) -> Options | None:
+    """The options ARGV gives; None for one not known, or without its value."""
+    return parse_into(Options(), argv, SETTERS, {"--check": lambda o: setattr(o, "check", True)})
 
 
 def main(argv: Sequence[str]) -> int:

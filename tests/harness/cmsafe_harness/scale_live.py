@@ -1,0 +1,362 @@
+"""Cost and memory as live cm_ids grow, on the real stack: Soft-RoCE in the guest
+(scripts/scale-live; make bench-scale, and a counted slice in make test).
+
+bench/scale_live.c holds N ids live, each resolved (its ADDR_RESOLVED got; acked, or held to the
+end), after a warm-up that fills the preload's bounded tables (audit's quarantine, safe mode's
+kept copies, 4,096 events each), then times M id lives beside them (create, resolve the address
+and the route, an event each, destroy), the get and ack of each event timed once its fd is
+readable. Raw librdmacm, the API, audit and safe run the same program in the same guest, one
+after another, each size RUNS times (the least time kept: a guest under emulation is noisy
+upward only); every size is compared with 10 ids, and each mode's growth with raw's own.
+
+    scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
+                       [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
+                       [--out FILE] [--plots DIR] [--slice]
+
+Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
+over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
+"held" (each held id's ADDR_RESOLVED unacked to the end). --pending: rdma_destroy_id timed on a
+channel with P events pending in the kernel. --limit: ids made past librdmacm's 65,535-entry
+table, and events of the first and last made checked to name their own id. --out FILE: the
+tables replace the section under HEADING in FILE; --plots DIR: an SVG per figure there.
+
+--slice (make test): 10 and 5,000 live ids, 1,000 events pending, 70,000 ids made, every mode;
+what it holds are counts: every event of the id it names (the program checks), every pending
+event got afterwards, as many ids made in each mode as raw, and what each mode adds per live id
+(VmRSS, pages) at most MEMORY_LIMIT bytes over raw. The times are printed, never held.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from . import guest as guest_mod
+from . import plot, scale_host
+
+PROG = "scale-live"
+USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] "
+         "[--modes MODES]\n"
+         "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
+         "                          [--out FILE] [--plots DIR] [--slice]")
+BIN = "target/bench/scale_live"
+PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
+HEADING = "## Real stack, Soft-RoCE in the guest"
+M = 1000
+# 2,100 lives are 4,200 events: past audit's quarantine and safe mode's kept copies (4,096).
+WARM = 2100
+RUNS = 3
+PENDING = (0, 100, 1000, 10000)
+DESTROYS = 200  # ids destroyed, each timed, beside the pending events
+LIMIT_IDS = 70000  # past librdmacm's table of 65,535 (its IDX_MAX_INDEX)
+SAMPLE = 1000  # of the first and of the last ids made, resolved and checked
+MEMORY_LIMIT = 256  # bytes per live id a mode may add over raw (the slice holds it)
+TIMEOUT = 1800
+# variant: (hold, channels, threads, title)
+VARIANTS = {
+    "acked": ("acked", 1, 1, "one event channel, each held id's ADDR_RESOLVED acked"),
+    "channels": ("acked", 1000, 1, "the held ids over 1,000 event channels, acked"),
+    "threads": ("acked", 1, 16, "16 threads running the lives, each on a channel of its own"),
+    "held": ("held", 1, 1, "one event channel, each held id's ADDR_RESOLVED held unacked"),
+}
+
+
+class Failed(Exception):
+    """A run that failed or printed no figures: the harness stops, saying which."""
+
+
+@dataclass
+class Live:
+    life_ns: int
+    event_ns: int
+    cpu_us: int
+    rss_kb: tuple[int, int]
+    slab_kb: tuple[int, int]
+
+    def per_id(self, n: int) -> float:
+        """VmRSS the N ids added, in bytes per id."""
+        return (self.rss_kb[1] - self.rss_kb[0]) * 1024 / n
+
+    def slab_per_id(self, n: int) -> float:
+        return (self.slab_kb[1] - self.slab_kb[0]) * 1024 / n
+
+
+_LIVE = re.compile(r"^live n=\d+ m=\d+ threads=\d+ life_ns=(\d+) event_ns=(\d+) cpu_us=(\d+) "
+                   r"rss_kb=(\d+),(\d+) slab_kb=(\d+),(\d+)$")
+_PENDING = re.compile(r"^pending p=(\d+) k=\d+ destroy_ns=(\d+) got=(\d+)$")
+_LIMIT = re.compile(r"^limit made=(\d+) errno=(\S+) resolved=(\d+) wrong=(\d+)$")
+
+
+def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[str]:
+    """scale_live ARGS under MODE; the match of PATTERN in its output, or Failed."""
+    argv = [os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] + list(args[1:])
+    env = scale_host.environment(mode, os.path.abspath(PRELOAD))
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failed("%s %s: still running after %d s" % (mode, " ".join(args), TIMEOUT))
+    found = [m for m in map(pattern.match, p.stdout.splitlines()) if m]
+    if p.returncode != 0 or not found:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Failed("%s %s: exit %d: %s" % (mode, " ".join(args), p.returncode, tail[:300]))
+    return found[0]
+
+
+def live(mode: str, n: int, m: int, warm: int, variant: str, runs: int) -> Live:
+    """The least times of RUNS runs; the memory of the first."""
+    hold, channels, threads, _ = VARIANTS[variant]
+    best: Live | None = None
+    for _ in range(runs):
+        g = [int(x) for x in run(mode, ["live", str(n), str(m), str(warm), hold, str(channels),
+                                        str(threads)], _LIVE).groups()]
+        r = Live(g[0], g[1], g[2], (g[3], g[4]), (g[5], g[6]))
+        if best is None:
+            best = r
+        else:
+            best.life_ns = min(best.life_ns, r.life_ns)
+            best.event_ns = min(best.event_ns, r.event_ns)
+            best.cpu_us = min(best.cpu_us, r.cpu_us)
+    assert best is not None
+    return best
+
+
+def us(ns: float) -> str:
+    return "%.1f" % (ns / 1000)
+
+
+def growth_table(lives: dict[tuple[str, int], Live], modes: Sequence[str],
+                 sizes: Sequence[int]) -> list[str]:
+    """Time per id life and per event, each size over the smallest, and that growth over
+    raw's."""
+    base = sizes[0]
+    rows = ["| mode | live ids | µs per id life | at N / at %d | µs per event | at N / at %d "
+            "| event growth / raw's | CPU ms in the loop |" % (base, base),
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode in modes:
+        for n in sizes:
+            r, b = lives[(mode, n)], lives[(mode, base)]
+            raw, raw_b = lives[("raw", n)], lives[("raw", base)]
+            life_g = r.life_ns / b.life_ns if b.life_ns else 0.0
+            ev_g = r.event_ns / b.event_ns if b.event_ns else 0.0
+            raw_g = raw.event_ns / raw_b.event_ns if raw_b.event_ns else 0.0
+            rows.append("| %s | %d | %s | %.2f | %s | %.2f | %s | %d |" % (
+                mode, n, us(r.life_ns), life_g, us(r.event_ns), ev_g,
+                "(base)" if mode == "raw" else "%.2f" % (ev_g / raw_g if raw_g else 0.0),
+                r.cpu_us // 1000))
+    return rows
+
+
+def memory_rows(lives: dict[tuple[str, int], Live], modes: Sequence[str], sizes: Sequence[int],
+                variant: str) -> list[str]:
+    rows = []
+    for n in sizes:
+        if n < 1000:
+            continue
+        raw = lives[("raw", n)].per_id(n)
+        for mode in modes:
+            v = lives[(mode, n)].per_id(n)
+            rows.append("| %s | %s | %d | %.0f | %s | %.0f |" % (
+                mode, variant, n, v, "(base)" if mode == "raw" else "%+.0f" % (v - raw),
+                lives[(mode, n)].slab_per_id(n)))
+    return rows
+
+
+def over_memory(lives: dict[tuple[str, int], Live], modes: Sequence[str], n: int) -> list[str]:
+    """What passes MEMORY_LIMIT bytes per live id over raw at N ids."""
+    raw = lives[("raw", n)].per_id(n)
+    return ["%s adds %.0f bytes per live id over raw at %d ids (at most %d)"
+            % (mode, lives[(mode, n)].per_id(n) - raw, n, MEMORY_LIMIT)
+            for mode in modes if lives[(mode, n)].per_id(n) - raw > MEMORY_LIMIT]
+
+
+@dataclass
+class Options:
+    sizes: list[int] = field(default_factory=lambda: list(SIZES))
+    m: int = M
+    warm: int = WARM
+    runs: int = RUNS
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    pending: list[int] = field(default_factory=lambda: list(PENDING))
+    limit: int = LIMIT_IDS
+    out: str | None = None
+    plots: str | None = None
+    slice: bool = False
+
+
+def zero_or_more(what: str, text: str) -> list[int]:
+    v = [int(x) for x in text.split(",") if x.isdigit()]
+    if len(v) != len(text.split(",")):
+        guest_mod.die(PROG, "%s takes whole numbers, comma-separated, not %s" % (what, text))
+    return sorted(set(v))
+
+
+SETTERS = {
+    "--sizes": lambda o, v: setattr(o, "sizes", sorted(set(scale_host.numbers("--sizes", v)))),
+    "--m": lambda o, v: setattr(o, "m", scale_host.one_number("--m", v)),
+    "--warm": lambda o, v: setattr(o, "warm", scale_host.one_number("--warm", v)),
+    "--runs": lambda o, v: setattr(o, "runs", scale_host.one_number("--runs", v)),
+    "--modes": lambda o, v: setattr(o, "modes", scale_host.with_raw("--modes", v)),
+    "--variants": lambda o, v: setattr(o, "variants",
+                                       scale_host.some_of("--variants", v, list(VARIANTS))),
+    "--pending": lambda o, v: setattr(o, "pending", zero_or_more("--pending", v)),
+    "--limit": lambda o, v: setattr(o, "limit", scale_host.one_number("--limit", v)),
+    "--out": lambda o, v: setattr(o, "out", v),
+    "--plots": lambda o, v: setattr(o, "plots", v),
+}
+
+
+def as_slice(o: Options) -> None:
+    o.slice = True
+    o.sizes, o.m, o.runs, o.variants = [10, 5000], 300, 1, ["acked"]
+    o.pending, o.limit = [1000], LIMIT_IDS
+
+
+def options(argv: Sequence[str]) -> Options | None:
+    """The options ARGV gives; None for one not known, or without its value."""
+    return scale_host.parse_into(Options(), argv, SETTERS, {"--slice": as_slice})
+
+
+def write_plot(o: Options, name: str, svg: str, figures: list[str], caption: str) -> None:
+    if not o.plots:
+        return
+    os.makedirs(o.plots, exist_ok=True)
+    with open(os.path.join(o.plots, name), "w") as f:
+        f.write(svg)
+    figures.append("![%s](%s)" % (caption, name))
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    os.environ["LC_ALL"] = "C"
+    os.chdir(guest_mod.project_root())
+    o = options(argv)
+    if o is None:
+        print(USAGE, file=sys.stderr)
+        return 2
+    for need, how in ((BIN, "make target/bench/scale_live"), (PRELOAD, "make preload")):
+        if not os.path.exists(need):
+            guest_mod.die(PROG, "%s is missing (%s)" % (need, how), 1)
+    if not os.environ.get("RXE_ADDR"):
+        guest_mod.die(PROG, "RXE_ADDR is not set: run it in the guest (scripts/rxe-vm)", 1)
+    body: list[str] = []
+    figures: list[str] = []
+    problems: list[str] = []
+    memory: list[str] = []
+    try:
+        for variant in o.variants:
+            title = VARIANTS[variant][3]
+            lives = {}
+            for mode in o.modes:
+                for n in o.sizes:
+                    r = lives[(mode, n)] = live(mode, n, o.m, o.warm, variant, o.runs)
+                    say("%s %s %d: %s µs per id life, %s µs per event, %.0f bytes per id"
+                        % (variant, mode, n, us(r.life_ns), us(r.event_ns), r.per_id(n)))
+            body += ["### Time, %s" % title, ""] + growth_table(lives, o.modes, o.sizes) + [""]
+            memory += memory_rows(lives, o.modes, o.sizes, variant)
+            if o.slice:
+                problems += over_memory(lives, o.modes, o.sizes[-1])
+            if variant == "acked":
+                for what, key, unit in (("event", "event_ns", "µs per event (get and ack)"),
+                                        ("life", "life_ns", "µs per id life")):
+                    series = {mode: [(n, getattr(lives[(mode, n)], key) / 1000) for n in o.sizes]
+                              for mode in o.modes}
+                    write_plot(o, "scale-%s.svg" % what,
+                               plot.line_plot("Time per %s as live ids grow (Soft-RoCE)"
+                                              % ("event" if what == "event" else "id life"),
+                                              "live cm_ids", unit, series),
+                               figures, "%s against live ids" % unit)
+                if [n for n in o.sizes if n >= 1000]:
+                    series = {mode: [(n, lives[(mode, n)].per_id(n)) for n in o.sizes if n >= 1000]
+                              for mode in o.modes}
+                    write_plot(o, "scale-memory.svg",
+                               plot.line_plot("Resident memory per live id (Soft-RoCE)",
+                                              "live cm_ids", "bytes per id (VmRSS)", series),
+                               figures, "bytes per live id against live ids")
+        if memory:
+            body += ["### Memory per live id",
+                     "",
+                     "VmRSS after the N ids were made less VmRSS after the warm-up, over N; and "
+                     "the kernel's Slab (/proc/meminfo) the same way, for scale: the kernel's own "
+                     "cost of an id, which no mode changes.",
+                     "",
+                     "| mode | variant | live ids | bytes per id | over raw | kernel slab bytes "
+                     "per id |",
+                     "|---|---|---:|---:|---:|---:|"] + memory + [""]
+        if o.pending:
+            rows = ["| events pending | " + " | ".join("%s µs" % m for m in o.modes)
+                    + " | ours over raw, µs |",
+                    "|---:|" + "---:|" * (len(o.modes) + 1)]
+            series: dict[str, list[tuple[float, float]]] = {m: [] for m in o.modes}
+            for p in o.pending:
+                cells = []
+                for mode in o.modes:
+                    best = None
+                    for _ in range(o.runs):
+                        g = run(mode, ["pending", str(p), str(DESTROYS)], _PENDING).groups()
+                        if int(g[2]) != p:
+                            problems.append("%s: %s of %d pending events got after the "
+                                            "destroys" % (mode, g[2], p))
+                        best = int(g[1]) if best is None else min(best, int(g[1]))
+                    assert best is not None
+                    cells.append(best)
+                    series[mode].append((max(p, 1), best / 1000))
+                    say("pending %s %d: %s µs per destroy" % (mode, p, us(best)))
+                worst = max(cells[1:], default=cells[0]) - cells[0]
+                rows.append("| %d | %s | %s |" % (p, " | ".join(us(c) for c in cells), us(worst)))
+            body += ["### rdma_destroy_id with events pending on its channel",
+                     "",
+                     "P ids on one channel resolved and their events left unread; then %d ids "
+                     "made on the same channel and destroyed, each destroy timed (the least "
+                     "mean of the runs). The kernel walks the channel's pending events at each "
+                     "destroy; every pending event is got afterwards, in each mode." % DESTROYS,
+                     ""] + rows + [""]
+            write_plot(o, "scale-pending.svg",
+                       plot.line_plot("rdma_destroy_id with events pending (Soft-RoCE)",
+                                      "events pending on the channel (0 drawn at 1)",
+                                      "µs per rdma_destroy_id", series),
+                       figures, "µs per destroy against events pending")
+        if o.limit:
+            rows = ["| mode | ids asked | ids made | errno | ids resolved and checked | "
+                    "events naming another id |", "|---|---:|---:|---|---:|---:|"]
+            made = {}
+            for mode in o.modes:
+                g = run(mode, ["limit", str(o.limit), str(SAMPLE)], _LIMIT).groups()
+                made[mode] = int(g[0])
+                rows.append("| %s | %d | %s | %s | %s | %s |" % ((mode, o.limit) + g))
+                say("limit %s: %s made, %s wrong" % (mode, g[0], g[3]))
+                if int(g[3]):
+                    problems.append("%s: %s events named another id" % (mode, g[3]))
+            problems += ["%s made %d ids, raw %d" % (mode, n, made["raw"])
+                         for mode, n in made.items() if n != made["raw"]]
+            body += ["### Past librdmacm's table of 65,535 ids",
+                     "",
+                     "rdma_create_id on one channel until it fails or %d ids are live; then "
+                     "the %d made first and the %d made last resolved, each event checked to "
+                     "name its own id." % (o.limit, SAMPLE, SAMPLE),
+                     ""] + rows + [""]
+    except Failed as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        return 1
+    intro = ("`scripts/scale-live --m %d --warm %d --runs %d` in the Soft-RoCE guest "
+             "(bench/scale_live.c): raw librdmacm, the API, the preload in audit and safe mode, "
+             "one after another in one guest; times are the least of %d runs, each size over "
+             "10 ids, and each mode's growth over raw's. A guest is not a bare machine: the "
+             "ratios are the figures to read, not the microseconds." % (o.m, o.warm, o.runs, o.runs))
+    new = [HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else []) + body
+    print("\n".join(new))
+    if o.out:
+        scale_host.replace_section(o.out, new, HEADING)
+    for p in problems:
+        print("%s: %s" % (PROG, p), file=sys.stderr)
+    if o.slice:
+        print("%s: %s" % (PROG, "passed" if not problems else "%d problems" % len(problems)),
+              file=sys.stderr)
+    return 1 if problems else 0
