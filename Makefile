@@ -11,6 +11,8 @@ CXX     ?= g++
 PROFILE := release
 LIBOUT  := $(CURDIR)/target/$(PROFILE)
 CTESTS  := target/c-tests
+# The setup the API tests and the raw librdmacm programs share (c-tests/README.md).
+RXE_SETUP := c-tests/rxe_setup.c c-tests/rxe_setup.h
 BENCH   := target/bench
 RXE_VM  := scripts/rxe-vm
 # The guests' RDMA transport for make demo and make pair-test: roce (Soft-RoCE) or iwarp

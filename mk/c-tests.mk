@@ -9,31 +9,35 @@ C_TEST_PROGRAMS := test_private_data test_ack_happened seed_incident \
 C_TEST_BINS     := $(addprefix $(CTESTS)/,$(C_TEST_PROGRAMS))
 EXAMPLE_BINS    := $(CTESTS)/token_server $(CTESTS)/token_client
 
-$(CTESTS)/%: c-tests/api/%.c c-tests/api/cm_util.c c-tests/api/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
+$(CTESTS)/%: c-tests/api/%.c c-tests/api/cm_util.c c-tests/api/cm_util.h $(RXE_SETUP) c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
-	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/api/cm_util.c $(CTEST_LIBS)
+	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -o $@ $< c-tests/api/cm_util.c c-tests/rxe_setup.c $(CTEST_LIBS)
 
 # The same test built with ThreadSanitizer instead (ASan and TSan do not mix): NAME_tsan.
-$(CTESTS)/%_tsan: c-tests/api/%.c c-tests/api/cm_util.c c-tests/api/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
+$(CTESTS)/%_tsan: c-tests/api/%.c c-tests/api/cm_util.c c-tests/api/cm_util.h $(RXE_SETUP) c-tests/transport.h c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
-	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/api/cm_util.c $(CTEST_LIBS)
+	$(CC) $(CTEST_FLAGS) -fsanitize=thread -fno-omit-frame-pointer -o $@ $< c-tests/api/cm_util.c c-tests/rxe_setup.c $(CTEST_LIBS)
 
 # The seed incident's raw server, unchanged, rebuilt with cmsafe_compat.h: safe mode from source.
 # Without sanitizers, for the runs under the preload (AddressSanitizer must come first in the
 # library list, and LD_PRELOAD would come before it): c-tests/new-events.
 $(CTESTS)/test_new_events_plain: c-tests/api/test_new_events.c c-tests/api/cm_util.c c-tests/api/cm_util.h \
-    c-tests/transport.h \
+    $(RXE_SETUP) c-tests/transport.h \
     c-tests/harness.h include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)
-	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/api/cm_util.c $(CTEST_LIBS)
+	$(CC) $(CTEST_FLAGS) -o $@ $< c-tests/api/cm_util.c c-tests/rxe_setup.c $(CTEST_LIBS)
 
-$(CTESTS)/seed_incident_compat: c-tests/api/seed_incident.c $(CTESTS)/cm_util.o include/cmsafe_compat.h $(CTEST_BUILD)
+$(CTESTS)/seed_incident_compat: c-tests/api/seed_incident.c $(CTESTS)/cm_util.o $(CTESTS)/rxe_setup.o include/cmsafe_compat.h $(CTEST_BUILD)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -include cmsafe_compat.h -o $@ c-tests/api/seed_incident.c \
-	  $(CTESTS)/cm_util.o $(CTEST_LIBS)
+	  $(CTESTS)/cm_util.o $(CTESTS)/rxe_setup.o $(CTEST_LIBS)
 
-$(CTESTS)/cm_util.o: c-tests/api/cm_util.c c-tests/api/cm_util.h c-tests/transport.h c-tests/harness.h include/cmsafe.h
+$(CTESTS)/cm_util.o: c-tests/api/cm_util.c c-tests/api/cm_util.h $(RXE_SETUP) c-tests/transport.h c-tests/harness.h include/cmsafe.h
 	@mkdir -p $(CTESTS)
 	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/api/cm_util.c
+
+$(CTESTS)/rxe_setup.o: $(RXE_SETUP) c-tests/harness.h
+	@mkdir -p $(CTESTS)
+	$(CC) $(CTEST_FLAGS) $(SAN_FLAGS) -c -o $@ c-tests/rxe_setup.c
 
 $(CTESTS)/%: examples/%.c include/cmsafe.h $(CTEST_BUILD)
 	@mkdir -p $(CTESTS)

@@ -15,20 +15,20 @@ PRELOAD_TEST_PROGRAMS := $(filter-out raw_util preload_plugin,$(basename $(notdi
 PRELOAD_TEST_BINS   := $(addprefix $(PRELOAD_TESTS)/,$(PRELOAD_TEST_PROGRAMS)) \
                        $(PRELOAD_TESTS)/preload_plugin.so
 
-$(PRELOAD_TESTS)/%: c-tests/preload/%.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h c-tests/transport.h \
+$(PRELOAD_TESTS)/%: c-tests/preload/%.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h $(RXE_SETUP) c-tests/transport.h \
                     c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
-	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/preload/raw_util.c $(PRELOAD_TEST_LIBS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< c-tests/preload/raw_util.c c-tests/rxe_setup.c $(PRELOAD_TEST_LIBS)
 
 # A program not linked with librdmacm, and the plugin it dlopen()s RTLD_LOCAL, which is.
 $(PRELOAD_TESTS)/preload_dlopen: c-tests/preload/preload_dlopen.c c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
 	$(CC) $(PRELOAD_TEST_FLAGS) -o $@ $< -ldl
 
-$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload/preload_plugin.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h \
+$(PRELOAD_TESTS)/preload_plugin.so: c-tests/preload/preload_plugin.c c-tests/preload/raw_util.c c-tests/preload/raw_util.h $(RXE_SETUP) \
                                     c-tests/transport.h c-tests/harness.h
 	@mkdir -p $(PRELOAD_TESTS)
-	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/preload/raw_util.c $(PRELOAD_TEST_LIBS)
+	$(CC) $(PRELOAD_TEST_FLAGS) -fPIC -shared -o $@ $< c-tests/preload/raw_util.c c-tests/rxe_setup.c $(PRELOAD_TEST_LIBS)
 
 .PHONY: preload-tests preload-test race-bench
 preload-tests: $(PRELOAD_TEST_BINS) ## dev: build the preload's test programs (target/preload-tests)

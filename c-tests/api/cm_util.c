@@ -3,19 +3,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
+#include <time.h>
 
 #include "harness.h"
-
-int harness_passed, harness_failed, harness_skipped;
-
-struct sockaddr_in cm_addr(unsigned short port)
-{
-    const char *a = getenv("RXE_ADDR");
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    REQUIRE(a && inet_pton(AF_INET, a, &sin.sin_addr) == 1,
-            "RXE_ADDR must hold the guest's RDMA address (run under scripts/rxe-vm)");
-    return sin;
-}
 
 cmsafe_event *cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
 {
@@ -35,59 +26,32 @@ static void expect_and_release(struct rdma_event_channel *ch, enum rdma_cm_event
 
 struct rdma_cm_id *cm_listen(struct rdma_event_channel *ch, unsigned short port)
 {
-    struct rdma_cm_id *id = NULL;
-    struct sockaddr_in sin = cm_addr(port);
-    REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
-    REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&sin) == 0, "rdma_bind_addr: %s", strerror(errno));
-    REQUIRE(rdma_listen(id, 128) == 0, "rdma_listen: %s", strerror(errno));
-    return id;
-}
-
-void cm_create_qp(struct rdma_cm_id *id)
-{
-    struct ibv_qp_init_attr attr = {
-        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    REQUIRE(rdma_create_qp(id, NULL, &attr) == 0, "rdma_create_qp: %s", strerror(errno));
+    return rxe_listen(ch, port, RDMA_PS_TCP, 128);
 }
 
 struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, unsigned short port)
 {
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));
     expect_and_release(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
     REQUIRE(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
     expect_and_release(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-    cm_create_qp(id);
+    rxe_create_qp(id);
     return id;
-}
-
-static struct rdma_conn_param conn_param(const void *pdata, unsigned char len)
-{
-    struct rdma_conn_param p = {
-        .private_data = pdata,
-        .private_data_len = len,
-        .responder_resources = 1,
-        .initiator_depth = 1,
-        .retry_count = 7,
-        .rnr_retry_count = 7,
-    };
-    return p;
 }
 
 void cm_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
-    struct rdma_conn_param p = conn_param(pdata, len);
+    struct rdma_conn_param p = rxe_conn_param(pdata, len);
     REQUIRE(rdma_connect(id, &p) == 0, "rdma_connect: %s", strerror(errno));
 }
 
 void cm_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
-    struct rdma_conn_param p = conn_param(pdata, len);
+    struct rdma_conn_param p = rxe_conn_param(pdata, len);
     REQUIRE(rdma_accept(id, &p) == 0, "rdma_accept: %s", strerror(errno));
 }
 
@@ -102,11 +66,6 @@ const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len)
     *len = cm->param.conn.private_data_len;
     return cm->param.conn.private_data;
 }
-
-/* ---- Helpers shared by the API tests (appended; the functions above are unchanged). ---- */
-
-#include <poll.h>
-#include <time.h>
 
 static uint64_t clock_ns(clockid_t clock)
 {
@@ -179,17 +138,6 @@ int cm_wait_readable(struct rdma_event_channel *ch, int timeout_ms)
     return poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
 }
 
-struct rdma_cm_id *cm_listen_ps(struct rdma_event_channel *ch, unsigned short port,
-                                enum rdma_port_space ps, int backlog)
-{
-    struct rdma_cm_id *id = NULL;
-    struct sockaddr_in sin = cm_addr(port);
-    REQUIRE(rdma_create_id(ch, &id, NULL, ps) == 0, "rdma_create_id: %s", strerror(errno));
-    REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&sin) == 0, "rdma_bind_addr: %s", strerror(errno));
-    REQUIRE(rdma_listen(id, backlog) == 0, "rdma_listen: %s", strerror(errno));
-    return id;
-}
-
 int cm_bytes_are(const unsigned char *p, size_t len, const void *sent, size_t sent_len,
                  size_t want_len)
 {
@@ -216,10 +164,7 @@ int cm_sin(const struct sockaddr *sa, struct in_addr *addr, unsigned short *port
 
 int cm_try_create_qp(struct rdma_cm_id *id)
 {
-    struct ibv_qp_init_attr attr = {
-        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
+    struct ibv_qp_init_attr attr = rxe_qp_attr();
     if (rdma_create_qp(id, NULL, &attr) == 0)
         return 0;
     fprintf(stderr, "rdma_create_qp: %s\n", strerror(errno));
@@ -228,7 +173,7 @@ int cm_try_create_qp(struct rdma_cm_id *id)
 
 int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
-    struct rdma_conn_param p = conn_param(pdata, len);
+    struct rdma_conn_param p = rxe_conn_param(pdata, len);
     if (rdma_accept(id, &p) == 0)
         return 0;
     fprintf(stderr, "rdma_accept: %s\n", strerror(errno));

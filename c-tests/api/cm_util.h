@@ -5,22 +5,19 @@
 
 #include <cmsafe.h>
 #include <netinet/in.h>
+#include <stdint.h>
 
-/* The guest's RDMA address ($RXE_ADDR, set by scripts/rxe-vm) and a port. */
-struct sockaddr_in cm_addr(unsigned short port);
+#include "rxe_setup.h"
 
 /* Fetches the next event on `ch`; fails the test if it is not of type `want`.
  * The caller releases the result. */
 cmsafe_event *cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want);
 
-/* A listen id bound to $RXE_ADDR:port on channel `ch`. */
+/* A listen id bound to $RXE_ADDR:port on channel `ch` (RDMA_PS_TCP, backlog 128). */
 struct rdma_cm_id *cm_listen(struct rdma_event_channel *ch, unsigned short port);
 
 /* A client id on `ch` with its address and route resolved and an RC QP. */
 struct rdma_cm_id *cm_client(struct rdma_event_channel *ch, unsigned short port);
-
-/* An RC QP on `id` with librdmacm's default PD and CQs. */
-void cm_create_qp(struct rdma_cm_id *id);
 
 /* rdma_connect / rdma_accept / rdma_reject with `len` bytes of private data. */
 void cm_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len);
@@ -29,12 +26,6 @@ void cm_reject(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 
 /* The private data of an event's view, with its length. */
 const unsigned char *cm_pdata(const cmsafe_event *ev, unsigned *len);
-
-#endif
-
-/* ---- Helpers shared by the API tests (appended; the functions above are unchanged). ---- */
-
-#include <stdint.h>
 
 /* CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t cm_now_ns(void);
@@ -64,10 +55,6 @@ int cm_quiet(struct rdma_event_channel *ch, int ms);
  * fetching anything. Returns 1 when readable. */
 int cm_wait_readable(struct rdma_event_channel *ch, int timeout_ms);
 
-/* A listen id bound to $RXE_ADDR:port in port space `ps`, with `backlog`. */
-struct rdma_cm_id *cm_listen_ps(struct rdma_event_channel *ch, unsigned short port,
-                                enum rdma_port_space ps, int backlog);
-
 /* Whether `p`/`len` is `want_len` bytes: the `sent_len` bytes of `sent`, then zeros. */
 int cm_bytes_are(const unsigned char *p, size_t len, const void *sent, size_t sent_len,
                  size_t want_len);
@@ -75,7 +62,7 @@ int cm_bytes_are(const unsigned char *p, size_t len, const void *sent, size_t se
 /* The IPv4 address and port of `sa` (host order port); 0 when `sa` is not AF_INET. */
 int cm_sin(const struct sockaddr *sa, struct in_addr *addr, unsigned short *port);
 
-/* For helper threads: as cm_create_qp / cm_accept, but they touch no harness counter (CHECK and
+/* For helper threads: as rxe_create_qp / cm_accept, but they touch no harness counter (CHECK and
  * REQUIRE are for the main thread only). Return 0, or -1 after a message on stderr. */
 int cm_try_create_qp(struct rdma_cm_id *id);
 int cm_try_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);
@@ -91,3 +78,5 @@ enum cm_transport cm_transport(const struct rdma_cm_id *id);
 /* Prints "skip: WHAT: WHY" and counts it apart (harness_skipped), for a step the transport
  * cannot run: never a silent skip. */
 void cm_skip(const char *what, const char *why);
+
+#endif

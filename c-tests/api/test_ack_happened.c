@@ -65,7 +65,7 @@ int main(void)
 
     cmsafe_event *req = cm_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id *child = cmsafe_event_cm(req)->id;
-    cm_create_qp(child);
+    rxe_create_qp(child);
     cm_accept(child, NULL, 0);
     cmsafe_event *cest = cm_expect(cch, RDMA_CM_EVENT_ESTABLISHED);
     cmsafe_event *sest = cm_expect(sch, RDMA_CM_EVENT_ESTABLISHED);

@@ -155,7 +155,7 @@ static void site_event(void)
 {
     STEP("site 2: the event, no private data (ADDR_RESOLVED)");
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(PORT_EVENT);
+    struct sockaddr_in dst = rxe_addr(PORT_EVENT);
     REQUIRE(rdma_create_id(cch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
     REQUIRE(cm_wait_readable(cch, 3000), "no ADDR_RESOLVED queued");

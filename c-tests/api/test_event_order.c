@@ -104,14 +104,14 @@ int main(void)
     for (int c = 0; c < CYCLES; c++) {
         STEP("connection %d", c);
         struct rdma_cm_id *client = NULL;
-        struct sockaddr_in dst = cm_addr(PORT);
+        struct sockaddr_in dst = rxe_addr(PORT);
         REQUIRE(rdma_create_id(cch, &client, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
         REQUIRE(rdma_resolve_addr(client, NULL, (struct sockaddr *)&dst, 2000) == 0,
                 "rdma_resolve_addr: %s", strerror(errno));
         take(client, RDMA_CM_EVENT_ADDR_RESOLVED, client_seqs, &n_client, &last);
         REQUIRE(rdma_resolve_route(client, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
         take(client, RDMA_CM_EVENT_ROUTE_RESOLVED, client_seqs, &n_client, &last);
-        cm_create_qp(client);
+        rxe_create_qp(client);
         char hello[24];
         snprintf(hello, sizeof hello, "hello %d", c);
         cm_connect(client, hello, (unsigned char)strlen(hello));

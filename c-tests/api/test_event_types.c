@@ -24,7 +24,7 @@ enum { PORT = 7700, NOLISTEN_PORT = 7701, UD_PORT = 7702, ADDR_ERROR_PORT = 7703
 /* A recognizable secret in the private data: describe must never print it. */
 static const char TOKEN[] = "TOKEN=q7Zx-bearer-secret-4411";
 
-static struct in_addr rxe_addr;
+static struct in_addr guest_addr;
 /* The transport of the listen id's device, set in main before the first step. */
 static enum cm_transport tr;
 static uint64_t last_seq;
@@ -76,7 +76,7 @@ static unsigned short check_addr(const struct sockaddr *sa, unsigned short port,
     unsigned short p = 0;
     REQUIRE(sa != NULL, "%s: NULL address", what);
     CHECK(cm_sin(sa, &a, &p), "%s: family %d, want AF_INET", what, sa->sa_family);
-    CHECK(a.s_addr == rxe_addr.s_addr, "%s: address %s, want $RXE_ADDR", what, inet_ntoa(a));
+    CHECK(a.s_addr == guest_addr.s_addr, "%s: address %s, want $RXE_ADDR", what, inet_ntoa(a));
     if (port)
         CHECK(p == port, "%s: port %u, want %u", what, p, port);
     else
@@ -209,7 +209,7 @@ static struct rdma_cm_id *client_rc(struct rdma_event_channel *cch, unsigned sho
                                     unsigned short *client_port)
 {
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     REQUIRE(rdma_create_id(cch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s",
             strerror(errno));
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
@@ -231,7 +231,7 @@ static struct rdma_cm_id *client_rc(struct rdma_event_channel *cch, unsigned sho
     check_no_pdata(ev, "ROUTE_RESOLVED");
     check_addrs(ev, *client_port, port, "ROUTE_RESOLVED");
     cmsafe_event_release(ev);
-    cm_create_qp(id);
+    rxe_create_qp(id);
     return id;
 }
 
@@ -258,7 +258,7 @@ static void rc_connection(struct rdma_event_channel *sch, struct rdma_event_chan
     check_addrs(creq, PORT, cport, "CONNECT_REQUEST");
     check_describe(creq, cport);
 
-    cm_create_qp(child);
+    rxe_create_qp(child);
     cm_accept(child, rep, sizeof rep);
     cmsafe_event *cest = fetch(cch, RDMA_CM_EVENT_ESTABLISHED, 0);
     check_status(cest, 0, CMSAFE_STATUS_KIND_OK, "client ESTABLISHED");
@@ -419,9 +419,9 @@ static void ud_exchange(struct rdma_event_channel *sch, struct rdma_event_channe
     unsigned char req[24], rep[30];
     cm_fill(req, sizeof req, 17);
     cm_fill(rep, sizeof rep, 171);
-    struct rdma_cm_id *listen_id = cm_listen_ps(sch, UD_PORT, RDMA_PS_UDP, 8);
+    struct rdma_cm_id *listen_id = rxe_listen(sch, UD_PORT, RDMA_PS_UDP, 8);
     struct rdma_cm_id *client = NULL;
-    struct sockaddr_in dst = cm_addr(UD_PORT);
+    struct sockaddr_in dst = rxe_addr(UD_PORT);
     REQUIRE(rdma_create_id(cch, &client, NULL, RDMA_PS_UDP) == 0, "rdma_create_id(UDP): %s",
             strerror(errno));
     CHECK_EQ_INT(client->qp_type, IBV_QPT_UD);
@@ -486,7 +486,7 @@ static void ud_exchange(struct rdma_event_channel *sch, struct rdma_event_channe
      * IPv4-mapped address. */
     CHECK(ud->ah_attr.is_global == 1, "UD ESTABLISHED ah_attr.is_global %u", ud->ah_attr.is_global);
     const uint8_t *gid = ud->ah_attr.grh.dgid.raw;
-    CHECK(gid[10] == 0xff && gid[11] == 0xff && memcmp(gid + 12, &rxe_addr.s_addr, 4) == 0,
+    CHECK(gid[10] == 0xff && gid[11] == 0xff && memcmp(gid + 12, &guest_addr.s_addr, 4) == 0,
           "UD ESTABLISHED dgid is not ::ffff:$RXE_ADDR");
     check_pdata(est, 1, rep, sizeof rep, 136, "UD ESTABLISHED after destroy");
     check_addrs(est, cport, UD_PORT, "UD ESTABLISHED after destroy");
@@ -510,7 +510,7 @@ static void addr_error(struct rdma_event_channel *cch)
     struct rdma_cm_id *id = NULL;
     REQUIRE(rdma_create_id(cch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s",
             strerror(errno));
-    struct sockaddr_in dst = cm_addr(ADDR_ERROR_PORT);
+    struct sockaddr_in dst = rxe_addr(ADDR_ERROR_PORT);
     REQUIRE(inet_pton(AF_INET, UNUSED_ADDR, &dst.sin_addr) == 1, "inet_pton");
     uint64_t t0 = cm_now_ns();
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
@@ -542,8 +542,8 @@ static void addr_error(struct rdma_event_channel *cch)
 int main(void)
 {
     harness_watchdog(50);
-    struct sockaddr_in me = cm_addr(0);
-    rxe_addr = me.sin_addr;
+    struct sockaddr_in me = rxe_addr(0);
+    guest_addr = me.sin_addr;
     cmsafe_stats s0 = cm_stats();
 
     const char *r = cmsafe_reject_reason_str(8);

@@ -25,7 +25,7 @@ static cmsafe_event *const SENTINEL = (cmsafe_event *)(uintptr_t)0x5e7;
 /* `n` ids on `ch`, each resolving $RXE_ADDR; returns once all their events are surely queued. */
 static void resolve_ids(struct rdma_event_channel *ch, struct rdma_cm_id **ids, int n)
 {
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     for (int i = 0; i < n; i++) {
         REQUIRE(rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s",
                 strerror(errno));
@@ -169,7 +169,7 @@ static void batches(struct rdma_event_channel *ch)
     STEP("a batch waits for the first event, then takes only what is queued");
     struct rdma_cm_id *one;
     REQUIRE(rdma_create_id(ch, &one, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_resolve_addr(one, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
     uint64_t t0 = cm_now_ns();
     n = cmsafe_get_events(ch, evs, MAXB, 3000);
@@ -273,7 +273,7 @@ static void *kick(void *arg)
     for (int i = 0; i < 300 && !atomic_load(&k->returned); i++)
         usleep(10 * 1000);
     if (!atomic_load(&k->returned)) {
-        struct sockaddr_in dst = cm_addr(PORT);
+        struct sockaddr_in dst = rxe_addr(PORT);
         k->unblocked = rdma_resolve_addr(k->unblock, NULL, (struct sockaddr *)&dst, 2000) == 0;
     }
     return NULL;

@@ -131,7 +131,7 @@ static void same(const struct rec *got, const struct rec *want)
 /* `n` ADDR_RESOLVED events of fresh ids on `ch` (their ids destroyed after). */
 static void resolve_n(struct rdma_event_channel *ch, int n)
 {
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     for (int i = 0; i < n; i++) {
         struct rdma_cm_id *id = NULL;
         REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
@@ -159,7 +159,7 @@ static int child(const char *part)
     if (strcmp(part, "abort") == 0) {
         /* Fetched again, to hold a handle to release twice: the second release aborts. */
         struct rdma_cm_id *id = NULL;
-        struct sockaddr_in dst = cm_addr(PORT);
+        struct sockaddr_in dst = rxe_addr(PORT);
         if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) || rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
             return 4;
         cmsafe_event *ev = NULL;
@@ -225,18 +225,18 @@ int main(int argc, char **argv)
     REQUIRE(sch && cch, "rdma_create_event_channel: %s", strerror(errno));
     struct rdma_cm_id *listen_id = cm_listen(sch, PORT);
     struct rdma_cm_id *client = NULL;
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(cch, &client, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(client, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));
     cmsafe_event_release(take(cch, RDMA_CM_EVENT_ADDR_RESOLVED));
     REQUIRE(rdma_resolve_route(client, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
     cmsafe_event_release(take(cch, RDMA_CM_EVENT_ROUTE_RESOLVED));
-    cm_create_qp(client);
+    rxe_create_qp(client);
     cm_connect(client, "flight", 6);
     cmsafe_event *req = take(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id *child_id = cmsafe_event_id(req);
-    cm_create_qp(child_id);
+    rxe_create_qp(child_id);
     cm_accept(child_id, NULL, 0);
     cmsafe_event_release(req);
     cmsafe_event_release(take(cch, RDMA_CM_EVENT_ESTABLISHED));

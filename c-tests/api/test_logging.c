@@ -42,7 +42,7 @@ static struct rdma_event_channel *ch;
 static void provoke(void)
 {
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
     REQUIRE(cm_wait_readable(ch, 3000), "no ADDR_RESOLVED queued");
@@ -112,7 +112,7 @@ static void misuse_logged(void)
 {
     STEP("a misuse abort is logged through the callback");
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
     victim = cm_expect_within(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);

@@ -120,7 +120,7 @@ static void server_event(cmsafe_event *ev)
         creq_seen[i]++;
         if (children[i] == NULL)
             children[i] = id;
-        cm_create_qp(id);
+        rxe_create_qp(id);
         unsigned char reply[REPLY];
         memcpy(reply, pdata[i], REPLY);
         cm_accept(id, reply, REPLY);
@@ -267,12 +267,12 @@ int main(void)
         cch[c] = rdma_create_event_channel();
         REQUIRE(cch[c], "rdma_create_event_channel: %s", strerror(errno));
     }
-    listen_id = cm_listen_ps(sch, PORT, RDMA_PS_TCP, 256);
+    listen_id = rxe_listen(sch, PORT, RDMA_PS_TCP, 256);
     tr = cm_transport(listen_id);
     STEP("transport %s", cm_transport_name(tr));
 
     STEP("resolve %d addresses and routes", CLIENTS);
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     for (int i = 0; i < CLIENTS; i++) {
         make_pdata(i);
         REQUIRE(rdma_create_id(cch[i % CHANNELS], &clients[i], (void *)(intptr_t)(i + 1),
@@ -319,7 +319,7 @@ int main(void)
     for (int gfirst = 0; gfirst < CLIENTS; gfirst += group) {
         int gend = gfirst + group < CLIENTS ? gfirst + group : CLIENTS;
         for (int i = gfirst; i < gend; i++)
-            cm_create_qp(clients[i]);
+            rxe_create_qp(clients[i]);
         for (int first = gfirst; first < gend; first += wave) {
             wave_end = first + wave < gend ? first + wave : gend;
             for (int i = first; i < wave_end; i++)

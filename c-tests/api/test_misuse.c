@@ -285,7 +285,7 @@ static void stale_in_quarantine(struct rdma_event_channel *ch)
     enum { IDS = 101 };
     static struct rdma_cm_id *ids[IDS];
     static cmsafe_event *held[IDS];
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(ch, &ids[0], NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(ids[0], NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve");
     stale = cm_expect_within(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
@@ -327,7 +327,7 @@ int main(void)
 
     /* The parent's own events, which the children misuse. */
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = cm_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(cch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr");
     addr_ev = cm_expect_within(cch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);

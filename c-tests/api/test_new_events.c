@@ -100,7 +100,7 @@ static void check_resolved(struct rdma_cm_id *id, const char *what, unsigned sho
     CHECK(rc == 0 && info, "%s: rdma_query_addrinfo: %d (%s)", what, rc, strerror(errno));
     if (rc != 0 || !info)
         return;
-    struct sockaddr_in want = cm_addr(port);
+    struct sockaddr_in want = rxe_addr(port);
     const struct sockaddr_in *dst = (const struct sockaddr_in *)info->ai_dst_addr;
     CHECK(dst && dst->sin_family == AF_INET, "%s: ai_dst_addr family %d", what,
           dst ? dst->sin_family : -1);

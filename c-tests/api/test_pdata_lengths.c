@@ -77,7 +77,7 @@ static void connection(struct rdma_event_channel *sch, struct rdma_event_channel
     cmsafe_event_release(creq);
 
     if (accept) {
-        cm_create_qp(child);
+        rxe_create_qp(child);
         cm_accept(child, reply, reply_len);
         cmsafe_event *est = cm_expect_within(cch, RDMA_CM_EVENT_ESTABLISHED, 5000);
         snprintf(w, sizeof w, "%s: client ESTABLISHED", what);

@@ -63,7 +63,7 @@ int main(void)
     check_pdata(creq, req, sizeof req, cm_req_len(tr, sizeof req), "CONNECT_REQUEST");
 
     STEP("accept with 100 bytes");
-    cm_create_qp(child);
+    rxe_create_qp(child);
     cm_accept(child, rep, sizeof rep);
     cmsafe_event *est = cm_expect(cch, RDMA_CM_EVENT_ESTABLISHED);
     /* The REP's private data area is 196 bytes on IB/RoCE. */

@@ -274,7 +274,7 @@ int main(void)
     cch = rdma_create_event_channel();
     REQUIRE(sch && cch, "rdma_create_event_channel: %s", strerror(errno));
     cmsafe_stats s0 = cm_stats();
-    listen_id = cm_listen_ps(sch, port, RDMA_PS_TCP, 64);
+    listen_id = rxe_listen(sch, port, RDMA_PS_TCP, 64);
     tr = cm_transport(listen_id);
     STEP("transport %s", cm_transport_name(tr));
 
@@ -288,7 +288,7 @@ int main(void)
     static uint64_t client_seqs[PER_THREAD];
     int n_client = 0;
     uint64_t t0 = cm_now_ns();
-    struct sockaddr_in dst = cm_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     for (int c = 0; c < CYCLES; c++) {
         struct rdma_cm_id *id = NULL;
         REQUIRE(rdma_create_id(cch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id");
@@ -297,7 +297,7 @@ int main(void)
         cmsafe_event_release(client_take(id, RDMA_CM_EVENT_ADDR_RESOLVED, client_seqs, &n_client));
         REQUIRE(rdma_resolve_route(id, 5000) == 0, "rdma_resolve_route: %s", strerror(errno));
         cmsafe_event_release(client_take(id, RDMA_CM_EVENT_ROUTE_RESOLVED, client_seqs, &n_client));
-        cm_create_qp(id);
+        rxe_create_qp(id);
         cm_connect(id, pdata[c], PDATA);
         cmsafe_event *est = client_take(id, RDMA_CM_EVENT_ESTABLISHED, client_seqs, &n_client);
         const cmsafe_buf *b = cmsafe_event_private_data(est);

@@ -24,7 +24,7 @@ enum { PORT = 7483, LATE_EVENTS = 4200, BATCH = 64 };
  * destroyed. */
 static void events_between(struct rdma_event_channel *ch, int n)
 {
-    struct sockaddr_in dst = raw_addr(RAW_NO_LISTENER_PORT);
+    struct sockaddr_in dst = rxe_addr(RAW_NO_LISTENER_PORT);
     struct rdma_cm_id *ids[BATCH];
     for (int done = 0; done < n;) {
         int k = n - done < BATCH ? n - done : BATCH;

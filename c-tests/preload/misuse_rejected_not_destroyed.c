@@ -49,7 +49,7 @@ static struct rdma_cm_id *sync_listen(void)
 {
     struct rdma_cm_id *id = NULL;
     CHECK_EQ_INT(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
-    struct sockaddr_in a = raw_addr(PORT);
+    struct sockaddr_in a = rxe_addr(PORT);
     CHECK_EQ_INT(rdma_bind_addr(id, (struct sockaddr *)&a), 0);
     CHECK_EQ_INT(rdma_listen(id, 128), 0);
     return id;

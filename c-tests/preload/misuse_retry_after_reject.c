@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     /* The first try's clean-up. */
     CHECK_EQ_INT(raw_destroy_id(slot.id), 0);
     rdma_destroy_event_channel(ch);
-    struct sockaddr_in dst = raw_addr(RAW_NO_LISTENER_PORT);
+    struct sockaddr_in dst = rxe_addr(RAW_NO_LISTENER_PORT);
     if (reused)
         slot.addr = dst;
 

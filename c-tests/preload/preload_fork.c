@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         return fork_before();
     struct rdma_event_channel *ch = raw_channel();
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = raw_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));

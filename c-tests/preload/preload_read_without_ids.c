@@ -67,7 +67,7 @@ int main(void)
     STEP("the reader is still blocked in rdma_get_cm_event after 3 s");
 
     /* Only an event of a new id on the channel can end the read. */
-    struct sockaddr_in dst = raw_addr(PORT);
+    struct sockaddr_in dst = rxe_addr(PORT);
     struct rdma_cm_id *again = NULL;
     REQUIRE(rdma_create_id(ch, &again, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(again, NULL, (struct sockaddr *)&dst, 2000) == 0,

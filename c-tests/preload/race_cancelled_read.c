@@ -41,7 +41,7 @@ static int target(int n)
         REQUIRE(rdma_ack_cm_event(ev) == 0, "rdma_ack_cm_event: %s", strerror(errno));
         switch (type) {
         case RDMA_CM_EVENT_CONNECT_REQUEST:
-            raw_create_qp(id);
+            rxe_create_qp(id);
             raw_accept(id, NULL, 0);
             break;
         case RDMA_CM_EVENT_DISCONNECTED:
@@ -93,7 +93,7 @@ static void *cm_thread(void *arg)
             ret = rdma_resolve_route(c->id, 1000);
             break;
         case RDMA_CM_EVENT_ROUTE_RESOLVED:
-            raw_create_qp(c->id);
+            rxe_create_qp(c->id);
             raw_connect(c->id, NULL, 0);
             break;
         case RDMA_CM_EVENT_ESTABLISHED:
@@ -143,7 +143,7 @@ static int initiator(int n)
                 strerror(errno));
         pthread_t cm;
         REQUIRE(pthread_create(&cm, NULL, cm_thread, c) == 0, "pthread_create");
-        struct sockaddr_in dst = raw_addr(PORT);
+        struct sockaddr_in dst = rxe_addr(PORT);
         REQUIRE(rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, 2000) == 0,
                 "rdma_resolve_addr: %s", strerror(errno));
         sem_wait(&c->state);

@@ -9,17 +9,6 @@
 
 #include "harness.h"
 
-int harness_passed, harness_failed, harness_skipped;
-
-struct sockaddr_in raw_addr(unsigned short port)
-{
-    const char *a = getenv("RXE_ADDR");
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    REQUIRE(a && inet_pton(AF_INET, a, &sin.sin_addr) == 1,
-            "RXE_ADDR must hold the guest's RDMA address (run under scripts/rxe-vm)");
-    return sin;
-}
-
 enum cm_transport raw_transport(const struct rdma_cm_id *id)
 {
     REQUIRE(id->verbs, "the id is bound to no device yet");
@@ -54,27 +43,13 @@ void raw_get_ack(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
 
 struct rdma_cm_id *raw_listen(struct rdma_event_channel *ch, unsigned short port)
 {
-    struct rdma_cm_id *id = NULL;
-    struct sockaddr_in sin = raw_addr(port);
-    REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
-    REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&sin) == 0, "rdma_bind_addr: %s", strerror(errno));
-    REQUIRE(rdma_listen(id, 8) == 0, "rdma_listen: %s", strerror(errno));
-    return id;
-}
-
-void raw_create_qp(struct rdma_cm_id *id)
-{
-    struct ibv_qp_init_attr attr = {
-        .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-        .qp_type = IBV_QPT_RC,
-    };
-    REQUIRE(rdma_create_qp(id, NULL, &attr) == 0, "rdma_create_qp: %s", strerror(errno));
+    return rxe_listen(ch, port, RDMA_PS_TCP, 8);
 }
 
 struct rdma_cm_id *raw_client(struct rdma_event_channel *ch, unsigned short port, int with_qp)
 {
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = raw_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));
@@ -82,41 +57,28 @@ struct rdma_cm_id *raw_client(struct rdma_event_channel *ch, unsigned short port
     REQUIRE(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
     raw_get_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
     if (with_qp)
-        raw_create_qp(id);
+        rxe_create_qp(id);
     return id;
-}
-
-static struct rdma_conn_param conn_param(const void *pdata, unsigned char len)
-{
-    struct rdma_conn_param p = {
-        .private_data = pdata,
-        .private_data_len = len,
-        .responder_resources = 1,
-        .initiator_depth = 1,
-        .retry_count = 7,
-        .rnr_retry_count = 7,
-    };
-    return p;
 }
 
 /* The QP the transport needs before rdma_connect or rdma_accept, where the id has none. */
 static void qp_if_needed(struct rdma_cm_id *id)
 {
     if (!id->qp && cm_qp_before_connect(raw_transport(id)))
-        raw_create_qp(id);
+        rxe_create_qp(id);
 }
 
 void raw_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
     qp_if_needed(id);
-    struct rdma_conn_param p = conn_param(pdata, len);
+    struct rdma_conn_param p = rxe_conn_param(pdata, len);
     REQUIRE(rdma_connect(id, &p) == 0, "rdma_connect: %s", strerror(errno));
 }
 
 void raw_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len)
 {
     qp_if_needed(id);
-    struct rdma_conn_param p = conn_param(pdata, len);
+    struct rdma_conn_param p = rxe_conn_param(pdata, len);
     REQUIRE(rdma_accept(id, &p) == 0, "rdma_accept: %s", strerror(errno));
 }
 
@@ -133,7 +95,7 @@ void raw_connect_unanswered(struct rdma_cm_id *id, const void *pdata, unsigned c
         raw_connect(id, pdata, len);
         return;
     }
-    struct sockaddr_in a = raw_addr(RAW_NO_LISTENER_PORT);
+    struct sockaddr_in a = rxe_addr(RAW_NO_LISTENER_PORT);
     int one = 1, ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(ls >= 0, "socket: %s", strerror(errno));
     REQUIRE(setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0, "SO_REUSEADDR: %s",
@@ -166,7 +128,7 @@ void raw_reject(struct rdma_cm_id *id)
 static void default_client_qp(struct rdma_cm_id *client, void *arg)
 {
     (void)arg;
-    raw_create_qp(client);
+    rxe_create_qp(client);
 }
 
 void raw_pair_connect(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held)
@@ -187,7 +149,7 @@ void raw_pair_connect_qp(struct raw_pair *p, unsigned short port, struct rdma_cm
     struct rdma_cm_event *req = raw_get(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST); /* seq 3 */
     p->child = req->id;
     raw_ack(req);
-    raw_create_qp(p->child);
+    rxe_create_qp(p->child);
     raw_accept(p->child, RAW_TOKEN, sizeof RAW_TOKEN);
 
     /* The client's CONNECT_RESPONSE becomes ESTABLISHED inside rdma_get_cm_event, which also
@@ -213,7 +175,7 @@ void raw_print_bytes(const char *label, const void *data, size_t len)
 struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned short port,
                                         struct rdma_cm_id **id)
 {
-    struct sockaddr_in dst = raw_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     REQUIRE(rdma_create_id(ch, id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(*id, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));
@@ -225,7 +187,7 @@ struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned 
 struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short port)
 {
     struct rdma_cm_id *id = NULL;
-    struct sockaddr_in dst = raw_addr(port);
+    struct sockaddr_in dst = rxe_addr(port);
     REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
     REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0,
             "rdma_resolve_addr: %s", strerror(errno));

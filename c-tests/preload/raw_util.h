@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
+#include "rxe_setup.h"
 #include "transport.h"
 
 /* Private data every connecting test sends: the runner greps the reports for RAW_TOKEN_TAG to
@@ -21,7 +22,7 @@
 enum { RAW_NO_LISTENER_PORT = 7499 };
 
 /* The guest's RDMA address ($RXE_ADDR, set by scripts/rxe-vm) and a port. */
-struct sockaddr_in raw_addr(unsigned short port);
+struct sockaddr_in rxe_addr(unsigned short port);
 
 /* The transport of the device `id` is bound to (once its address is resolved or bound), as the
  * device reports it (c-tests/transport.h). */
@@ -40,7 +41,7 @@ void raw_ack(struct rdma_cm_event *ev);
 /* raw_get then raw_ack at once: the well-behaved way. */
 void raw_get_ack(struct rdma_event_channel *ch, enum rdma_cm_event_type want);
 
-/* A listen id bound to $RXE_ADDR:port on `ch`. */
+/* A listen id bound to $RXE_ADDR:port on `ch` (RDMA_PS_TCP, backlog 8). */
 struct rdma_cm_id *raw_listen(struct rdma_event_channel *ch, unsigned short port);
 
 /* A client id on `ch` with its address and route resolved: fetches and acks ADDR_RESOLVED and
@@ -57,12 +58,9 @@ struct rdma_cm_event *raw_route_unacked(struct rdma_event_channel *ch, unsigned 
  * fetched: the channel's fd polls readable. */
 struct rdma_cm_id *raw_addr_queued(struct rdma_event_channel *ch, unsigned short port);
 
-/* An RC QP on `id` with librdmacm's default PD and CQs. */
-void raw_create_qp(struct rdma_cm_id *id);
-
 /* rdma_connect / rdma_accept / rdma_reject with `len` bytes of private data. Where the transport
  * connects no id without its QP (iWARP: cm_qp_before_connect), raw_connect and raw_accept give an
- * id that has none its QP first (raw_create_qp); raw_destroy_id destroys it. */
+ * id that has none its QP first (rxe_create_qp); raw_destroy_id destroys it. */
 void raw_connect(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 void raw_accept(struct rdma_cm_id *id, const void *pdata, unsigned char len);
 void raw_reject(struct rdma_cm_id *id);
@@ -93,7 +91,7 @@ struct raw_pair {
 };
 void raw_pair_connect(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held);
 
-/* The same, with the client's QP made by `client_qp(client, arg)` instead of raw_create_qp. */
+/* The same, with the client's QP made by `client_qp(client, arg)` instead of rxe_create_qp. */
 void raw_pair_connect_qp(struct raw_pair *p, unsigned short port, struct rdma_cm_event **held,
                          void (*client_qp)(struct rdma_cm_id *client, void *arg), void *arg);
 

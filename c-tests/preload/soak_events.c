@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     }
     long every = events / checkpoints, mark = every, printed = 0;
     struct rdma_event_channel *ch = raw_channel();
-    struct sockaddr_in dst = raw_addr(RAW_NO_LISTENER_PORT);
+    struct sockaddr_in dst = rxe_addr(RAW_NO_LISTENER_PORT);
     struct rdma_cm_id *ids[BATCH];
 
     for (long done = 0; done < events;) {

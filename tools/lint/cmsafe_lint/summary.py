@@ -274,8 +274,12 @@ class Summaries:
             i = fn.param_index(name)
             if i is not None:
                 s.listens.add(i)
-        if any(expr in listened for expr, _ in fn.returns):
-            s.ret_listen = True
+        for expr, _ in fn.returns:
+            name = _call_name(expr)
+            cs = self.for_name(name, fn.file) if name else None
+            # `return make_listener(...)`: a helper's listen id handed on as it comes.
+            if expr in listened or (cs is not None and cs.ret_listen):
+                s.ret_listen = True
         return before != (s.chan, s.listens, s.ret_listen)
 
     def listen_ids(self, fn):

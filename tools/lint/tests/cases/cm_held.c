@@ -199,3 +199,27 @@ void typed_server(struct rdma_event_channel *ch, struct conn *c)
     handle_type(type, id, c);
     rdma_ack_cm_event(ev);
 }
+
+/* A listen id made two helpers down, the outer one returning the inner one's as it comes. */
+static struct rdma_cm_id *bound_listener(struct rdma_event_channel *ch, int backlog)
+{
+    struct rdma_cm_id *id;
+    if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) || rdma_listen(id, backlog))
+        return NULL;
+    return id;
+}
+
+static struct rdma_cm_id *small_listener(struct rdma_event_channel *ch)
+{
+    return bound_listener(ch, 8);
+}
+
+void stacked_listener(struct rdma_event_channel *ch)
+{
+    struct rdma_cm_id *lid = small_listener(ch);
+    struct rdma_cm_event *req;
+    if (!lid || rdma_get_cm_event(ch, &req))
+        return;
+    rdma_destroy_id(lid); /* expect: destroy-in-own-handler */
+    rdma_ack_cm_event(req);
+}
