@@ -97,7 +97,7 @@ class StandinTest(unittest.TestCase):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = scale_live.main(["--sizes", "10,1000", "--runs", "2", "--variants", "acked",
-                                  "--pending", "0,10", "--limit", "5", "--out", res,
+                                  "--pending", "0,10", "--limit", "5", "--setup", "0", "--out", res,
                                   "--plots", self.dir])
         self.assertEqual(rc, 0, err.getvalue())
         with open(res) as f:
@@ -108,6 +108,47 @@ class StandinTest(unittest.TestCase):
         for name in ("scale-event.svg", "scale-life.svg", "scale-memory.svg", "scale-pending.svg"):
             self.assertIn("](%s)" % name, text)
             ET.parse(os.path.join(self.dir, name))
+
+
+# cmtime's client table as rdmacm-utils prints it: the step, then its time in ms (the preload's
+# modes slower by what CMSAFE_MODE says).
+CMTIME = r"""#!/bin/sh
+case " $* " in *" -s "*) ;; *) sleep 5; exit 0;; esac
+k=1; case "$CMSAFE_MODE" in safe) k=2;; audit) k=3;; esac
+echo "step              total ms     max ms     min us  us / conn"
+for s in "create id" "resolve addr" "resolve route" "create qp" connect disconnect destroy; do
+  printf '%-14s:  %11s %10s %10s %10s\n' "$s" "$(( 10 * k )).00" 1.00 1.00 1.00
+done
+"""
+
+
+class SetupTest(unittest.TestCase):
+    def test_cmtimes_steps_side_by_side(self):
+        d = tempfile.mkdtemp(prefix="scale-live-cmtime-")
+        with open(os.path.join(d, "cmtime"), "w") as f:
+            f.write(CMTIME)
+        os.chmod(os.path.join(d, "cmtime"), stat.S_IRWXU)
+        old = (os.environ["PATH"], os.environ.get("RXE_ADDR"), scale_live.cm_setup.SERVER_START,
+               scale_live.cm_setup.OUT)
+        os.environ["PATH"] = d + os.pathsep + old[0]
+        os.environ["RXE_ADDR"] = "192.0.2.1"
+        scale_live.cm_setup.SERVER_START = 0
+        scale_live.cm_setup.OUT = os.path.join(d, "logs")
+        try:
+            o = scale_live.Options(runs=1)
+            with contextlib.redirect_stderr(io.StringIO()):
+                rows = scale_live.setup_section(o, [2000])
+        finally:
+            os.environ["PATH"] = old[0]
+            scale_live.cm_setup.SERVER_START, scale_live.cm_setup.OUT = old[2], old[3]
+            if old[1] is None:
+                os.environ.pop("RXE_ADDR")
+            else:
+                os.environ["RXE_ADDR"] = old[1]
+        self.assertIn("#### 2,000 connections", rows)
+        self.assertIn("| create id | 10.0 | 20.0 | 2.00 | 30.0 | 3.00 |", rows)
+        self.assertIn("| total | 70.0 | 140.0 | 2.00 | 210.0 | 3.00 |", rows)
+        self.assertIn("| connections per second | 28571 | 14286 |  | 9524 |  |", rows)
 
 
 class OptionsTest(unittest.TestCase):

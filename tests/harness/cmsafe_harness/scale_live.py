@@ -11,13 +11,14 @@ upward only); every size is compared with 10 ids, and each mode's growth with ra
 
     scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
                        [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
-                       [--out FILE] [--plots DIR] [--slice]
+                       [--setup N,N,...] [--out FILE] [--plots DIR] [--slice]
 
 Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
 over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
 "held" (each held id's ADDR_RESOLVED unacked to the end). --pending: rdma_destroy_id timed on a
 channel with P events pending in the kernel. --limit: ids made past librdmacm's 65,535-entry
-table, and events of the first and last made checked to name their own id. --out FILE: the
+table, and events of the first and last made checked to name their own id. --setup: cmtime
+(rdmacm-utils) setting up N connections at once, raw and under the preload (0: none). --out FILE: the
 tables replace the section under HEADING in FILE; --plots DIR: an SVG per figure there.
 
 --slice (make test): 10 and 5,000 live ids, 1,000 events pending, 70,000 ids made, every mode;
@@ -35,6 +36,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from . import cm_setup
 from . import guest as guest_mod
 from . import plot, scale_host
 
@@ -42,7 +44,7 @@ PROG = "scale-live"
 USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] "
          "[--modes MODES]\n"
          "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
-         "                          [--out FILE] [--plots DIR] [--slice]")
+         "                          [--setup N,N,...] [--out FILE] [--plots DIR] [--slice]")
 BIN = "target/bench/scale_live"
 PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
 HEADING = "## Real stack, Soft-RoCE in the guest"
@@ -54,6 +56,8 @@ PENDING = (0, 100, 1000, 10000)
 DESTROYS = 200  # ids destroyed, each timed, beside the pending events
 LIMIT_IDS = 70000  # past librdmacm's table of 65,535 (its IDX_MAX_INDEX)
 SAMPLE = 1000  # of the first and of the last ids made, resolved and checked
+SETUP = (1000, 4000)  # connections cmtime sets up at once
+SETUP_MODES = ("raw", "safe", "audit")  # cmtime has no API column: it is raw librdmacm
 MEMORY_LIMIT = 256  # bytes per live id a mode may add over raw (the slice holds it)
 TIMEOUT = 1800
 # variant: (hold, channels, threads, title)
@@ -183,6 +187,7 @@ class Options:
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     pending: list[int] = field(default_factory=lambda: list(PENDING))
     limit: int = LIMIT_IDS
+    setup: list[int] = field(default_factory=lambda: list(SETUP))
     out: str | None = None
     plots: str | None = None
     slice: bool = False
@@ -205,6 +210,7 @@ SETTERS = {
                                        scale_host.some_of("--variants", v, list(VARIANTS))),
     "--pending": lambda o, v: setattr(o, "pending", zero_or_more("--pending", v)),
     "--limit": lambda o, v: setattr(o, "limit", scale_host.one_number("--limit", v)),
+    "--setup": lambda o, v: setattr(o, "setup", zero_or_more("--setup", v)),
     "--out": lambda o, v: setattr(o, "out", v),
     "--plots": lambda o, v: setattr(o, "plots", v),
 }
@@ -213,7 +219,7 @@ SETTERS = {
 def as_slice(o: Options) -> None:
     o.slice = True
     o.sizes, o.m, o.runs, o.variants = [10, 5000], 300, 1, ["acked"]
-    o.pending, o.limit = [1000], LIMIT_IDS
+    o.pending, o.limit, o.setup = [1000], LIMIT_IDS, []
 
 
 def options(argv: Sequence[str]) -> Options | None:
@@ -228,6 +234,46 @@ def write_plot(o: Options, name: str, svg: str, figures: list[str], caption: str
     with open(os.path.join(o.plots, name), "w") as f:
         f.write(svg)
     figures.append("![%s](%s)" % (caption, name))
+
+
+def setup_section(o: Options, sizes: Sequence[int]) -> list[str]:
+    """cmtime (rdmacm-utils) setting up SIZES connections at once, raw and under the preload:
+    each step's time, the least total of the runs."""
+    os.makedirs(cm_setup.OUT, exist_ok=True)
+    steps = cm_setup.STEPS[:-1]
+    head = "| step | " + " | ".join(
+        "%s ms | over raw" % m if m != "raw" else "raw ms" for m in SETUP_MODES) + " |"
+    out = ["### Connection setup at scale: cmtime",
+           "",
+           "`cmtime -b $RXE_ADDR -c N` and `cmtime -s $RXE_ADDR -c N` in the guest (both sides "
+           "under the same environment: no preload, or the preload in safe or audit mode), the "
+           "least total of %d runs; each step is all N connections' (cmtime's own table, ms). "
+           "Connections per second: N over the total." % o.runs, ""]
+    for n in sizes:
+        bench = cm_setup.Bench(os.environ["RXE_ADDR"], n, os.path.abspath(PRELOAD))
+        best: dict[str, dict[str, float]] = {}
+        for mode in SETUP_MODES:
+            for r in range(o.runs):
+                got = {k: float(v) for k, v in bench.cmtime(mode, "scale-%s-%d-%d" % (mode, n, r))}
+                got["total"] = sum(got.get(k, 0.0) for k in steps)
+                if mode not in best or got["total"] < best[mode]["total"]:
+                    best[mode] = got
+            say("setup %s %d: %.0f ms" % (mode, n, best[mode]["total"]))
+        rows = ["#### %s connections" % "{:,}".format(n), "", head,
+                "|---|" + "---:|" * (2 * len(SETUP_MODES) - 1)]
+        for k in steps + ["total"]:
+            raw = best["raw"].get(k, 0.0)
+            cells = ["%.1f" % raw]
+            for mode in SETUP_MODES[1:]:
+                v = best[mode].get(k, 0.0)
+                cells += ["%.1f" % v, "%.2f" % (v / raw) if raw else "-"]
+            rows.append("| %s | %s |" % (k.replace("_", " "), " | ".join(cells)))
+        rate = ["%.0f" % (n * 1000 / best[m]["total"]) if best[m]["total"] else "-"
+                for m in SETUP_MODES]
+        rows.append("| connections per second | %s |" % " | ".join(
+            [rate[0]] + [x for r in rate[1:] for x in (r, "")]))
+        out += rows + [""]
+    return out
 
 
 def say(text: str) -> None:
@@ -342,6 +388,8 @@ def main(argv: Sequence[str]) -> int:
                      "the %d made first and the %d made last resolved, each event checked to "
                      "name its own id." % (o.limit, SAMPLE, SAMPLE),
                      ""] + rows + [""]
+        if [n for n in o.setup if n > 0]:
+            body += setup_section(o, [n for n in o.setup if n > 0])
     except Failed as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
