@@ -46,7 +46,7 @@ $(CTESTS)/%: examples/%.c include/cmsafe.h $(CTEST_BUILD)
 # The Rust API's real-stack tests, built here and run in the guest (cargo itself stays outside).
 $(CTESTS)/real_stack: build
 	@mkdir -p $(CTESTS)
-	exe=$$($(CARGO) test --$(PROFILE) --locked --test real_stack --no-run --message-format=json \
+	exe=$$($(CARGO) test --$(PROFILE) --locked -p cmsafe --test real_stack --no-run --message-format=json \
 	  | grep -o '"executable":"[^"]*"' | tail -n1 | cut -d'"' -f4) && cp "$$exe" $@
 
 # The C++ wrapper's test on the real stack, run in the guest by c-tests/run-in-guest.

@@ -28,7 +28,7 @@ MSRV_LIB := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 MSRV_PRELOAD := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' preload/Cargo.toml)
 msrv: build-deps ## test: cargo check with each crate's rust-version (rustup installs it)
 	rustup toolchain install $(MSRV_LIB) $(MSRV_PRELOAD) --profile minimal
-	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_LIB) check --locked -p cmsafe -p cmsafe-core -p cmsafe-sync --all-targets
+	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_LIB) check --locked -p cmsafe-ffi -p cmsafe -p cmsafe-core -p cmsafe-sync --all-targets
 	CARGO_TARGET_DIR=target/msrv cargo +$(MSRV_PRELOAD) check --locked --workspace --all-targets
 
 # The loom models of the lock-free parts (crates/sync): each model's interleavings, with at most

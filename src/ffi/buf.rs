@@ -3,7 +3,7 @@
 use libc::size_t;
 
 use super::{cmsafe_buf, guard};
-use crate::event::PrivateData;
+use cmsafe_core::event::PrivateData;
 
 /// Takes one more reference to `buf`, so it outlives its event or moves to another thread.
 ///
@@ -93,9 +93,9 @@ mod tests {
         if let Some(part) = child_part() {
             break_stderr();
             if part == "callback" {
-                crate::logging::set_callback(Some(to_stdout), std::ptr::null_mut());
+                cmsafe_core::logging::set_callback(Some(to_stdout), std::ptr::null_mut());
             }
-            let buf = crate::event::PrivateData::copy_from(b"token")
+            let buf = cmsafe_core::event::PrivateData::copy_from(b"token")
                 .unwrap()
                 .into_raw() as *const cmsafe_buf;
             cmsafe_buf_release(buf);

@@ -5,12 +5,12 @@
 use libc::c_int;
 
 use super::guard;
-use crate::cm::{
+use cmsafe_core::cm::{
     rdma_ack_cm_event, rdma_cm_event, rdma_cm_id, rdma_event_channel, rdma_get_cm_event,
 };
-use crate::fork_lock::ForkSafeMutex;
-use crate::safe::{Ack, SafeCopies};
 use cmsafe_core::errno;
+use cmsafe_core::fork_lock::ForkSafeMutex;
+use cmsafe_core::safe::{Ack, SafeCopies};
 
 /// Fork-safe: a child never inherits it held by another thread (`fork_lock`).
 pub(super) static COPIES: ForkSafeMutex<Option<SafeCopies>> = ForkSafeMutex::new(None);
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn cmsafe_compat_ack_cm_event(event: *mut rdma_cm_event) -
 #[no_mangle]
 pub unsafe extern "C" fn cmsafe_compat_destroy_id(id: *mut rdma_cm_id) -> c_int {
     // SAFETY: forwarded.
-    let rc = unsafe { crate::cm::sys::rdma_destroy_id(id) };
+    let rc = unsafe { cmsafe_core::cm::sys::rdma_destroy_id(id) };
     let saved = errno::get();
     guard!((), { with_copies(|c| c.id_destroyed(id as usize)) });
     errno::set(saved);

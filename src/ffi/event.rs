@@ -6,9 +6,9 @@
 use libc::{c_char, c_int, size_t};
 
 use super::{cmsafe_buf, cmsafe_event, fail, guard};
-use crate::cm::{rdma_cm_event, rdma_cm_id};
-use crate::event::Event;
-use crate::status::StatusKind;
+use cmsafe_core::cm::{rdma_cm_event, rdma_cm_id};
+use cmsafe_core::event::Event;
+use cmsafe_core::status::StatusKind;
 
 fn with_event<R>(ev: *const cmsafe_event, op: &str, none: R, f: impl FnOnce(&Event) -> R) -> R {
     if ev.is_null() {

@@ -3,8 +3,8 @@
 use libc::c_int;
 
 use super::{cmsafe_event, fail, guard};
-use crate::channel::{fetch_batch, fetch_one, Wait};
-use crate::cm::rdma_event_channel;
+use cmsafe_core::channel::{fetch_batch, fetch_one, Wait};
+use cmsafe_core::cm::rdma_event_channel;
 
 /// Fetches the next event from `ch`, copies everything it carries and acks the original.
 ///
@@ -181,7 +181,7 @@ pub extern "C" fn cmsafe_get_events(
 /// `raw` is an unacked event from `rdma_get_cm_event(3)` whose cm_id is alive.
 #[no_mangle]
 pub unsafe extern "C" fn cmsafe_event_copy(
-    raw: *const crate::cm::rdma_cm_event,
+    raw: *const cmsafe_core::cm::rdma_cm_event,
     out: *mut *mut cmsafe_event,
 ) -> c_int {
     guard!(fail(libc::EIO), {
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn cmsafe_event_copy(
             return fail(libc::EINVAL);
         }
         // SAFETY: a valid unacked event, per the contract.
-        match unsafe { crate::event::Event::copy_from_raw(raw) } {
+        match unsafe { cmsafe_core::event::Event::copy_from_raw(raw) } {
             Ok(event) => {
                 // SAFETY: `out` is not NULL and writable per the contract.
                 unsafe { *out = event.into_raw() as *mut cmsafe_event };

@@ -6,7 +6,7 @@ use cmsafe_core::setting::Parsed;
 use libc::{c_int, size_t};
 
 use super::{fail, guard};
-use crate::flight;
+use cmsafe_core::flight;
 
 /// Sets how many of the latest events the flight recorder keeps: `n` records, 0 to turn it
 /// off. At load, libcmsafe sets it from `CMSAFE_FLIGHT_EVENTS` (a decimal count), else to
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_setuid_program_ignores_the_environment() {
         if child_part().is_some() {
-            crate::logging::init();
+            cmsafe_core::logging::init();
             println!(
                 "size {} log {}",
                 cmsafe_core::flight::size(),

@@ -8,11 +8,11 @@ use super::compat::COPIES;
 /// The compat copies first: they are held while slots are made and released.
 extern "C" fn prepare() {
     COPIES.lock_for_fork();
-    crate::event::lock_for_fork();
+    cmsafe_core::event::lock_for_fork();
 }
 
 extern "C" fn after() {
-    crate::event::unlock_after_fork();
+    cmsafe_core::event::unlock_after_fork();
     COPIES.unlock_after_fork();
 }
 

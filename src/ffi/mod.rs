@@ -18,7 +18,7 @@ mod version;
 /// unwinding into C.
 macro_rules! guard {
     ($fail:expr, $body:block) => {{
-        $crate::logging::init();
+        ::cmsafe_core::logging::init();
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
             Ok(value) => value,
             Err(_) => {

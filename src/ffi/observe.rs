@@ -3,9 +3,9 @@
 use libc::{c_char, c_int, c_void};
 
 use super::{fail, guard};
-use crate::logging;
-use crate::stats::EVENT_TYPE_SLOTS;
-use crate::status::reject_reason_name;
+use cmsafe_core::logging;
+use cmsafe_core::stats::EVENT_TYPE_SLOTS;
+use cmsafe_core::status::reject_reason_name;
 
 /// The kernel's name for an IB CM reject reason (`enum ib_cm_rej_reason` in the kernel's
 /// include/rdma/ib_cm.h): 1 gives "IB_CM_REJ_NO_QP", 28 "IB_CM_REJ_CONSUMER_DEFINED", 35
@@ -112,7 +112,7 @@ pub extern "C" fn cmsafe_stats_get(out: *mut cmsafe_stats) -> c_int {
         if out.is_null() {
             return fail(libc::EINVAL);
         }
-        let s = crate::snapshot::snapshot();
+        let s = cmsafe_core::snapshot::snapshot();
         // SAFETY: `out` is not NULL and points to writable storage per the contract.
         unsafe {
             out.write(cmsafe_stats {
@@ -139,6 +139,6 @@ pub extern "C" fn cmsafe_stats_get(out: *mut cmsafe_stats) -> c_int {
 #[no_mangle]
 pub extern "C" fn cmsafe_debug_fail_alloc(skip: i64) {
     guard!((), {
-        crate::fault::arm(skip);
+        cmsafe_core::fault::arm(skip);
     })
 }

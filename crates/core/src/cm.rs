@@ -1,7 +1,7 @@
 //! The librdmacm types and names cmsafe works with.
 //!
 //! They come from [`sys`], cmsafe's own `#[repr(C)]` bindings written from librdmacm's header;
-//! `tests/layout.rs` checks them against the C header field by field. (The crate `rdma-sys` ran
+//! `crates/core/tests/layout.rs` checks them against the C header field by field. (The crate `rdma-sys` ran
 //! bindgen 0.59 in its build script, which panics with libclang 16 and later.)
 
 /// Not scanned for include/cmsafe.h: the C header includes `<rdma/rdma_cma.h>` for these.

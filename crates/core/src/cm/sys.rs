@@ -3,7 +3,7 @@
 //! Written from the C definitions in librdmacm's `<rdma/rdma_cma.h>` (rdma-core
 //! `librdmacm/rdma_cma.h`) and libibverbs' `<infiniband/verbs.h>` (rdma-core
 //! `libibverbs/verbs.h`), with the same type and field names as the C header. No bindgen and
-//! no libclang are needed to build them; `tests/layout.rs` compares every size and offset
+//! no libclang are needed to build them; `crates/core/tests/layout.rs` compares every size and offset
 //! cmsafe relies on with what the C compiler makes of the header, on every machine that runs the
 //! tests.
 //!

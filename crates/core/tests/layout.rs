@@ -6,14 +6,15 @@ use std::mem::{offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
-use cmsafe::cm::sys::{
+use cmsafe_core::cm::sys::{
     ibv_ah_attr, ibv_context, ibv_device, ibv_gid, ibv_global_route, ibv_qp_cap, ibv_qp_init_attr,
     ibv_qp_type, ibv_transport_type, rdma_addr, rdma_cm_event, rdma_cm_event_type, rdma_cm_id,
     rdma_conn_param, rdma_event_channel, rdma_port_space, rdma_route, rdma_ud_param,
 };
 
 fn c_layout() -> BTreeMap<String, usize> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The workspace root, two floors up from this crate.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
