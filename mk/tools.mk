@@ -82,3 +82,13 @@ timeline-picture: ## dev: redraw the docs' pictures (docs/img) from the committe
 .PHONY: harness-check
 harness-check: build-deps ## test: the guest harnesses' checks on recorded logs, on the host
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/harness -t tests/harness
+
+# A guest run's logs made the harness's fixtures (tests/harness/cmsafe_harness/record.py): the
+# reports renamed from NAME.<pid>.jsonl to NAME.1.jsonl, ..., their pids and the run's status in
+# NAME.run, so a fixture recorded again changes only where the run did. FROM a folder the
+# harness wrote (target/preload-misuse/audit, target/preload-real/basic, ...), TO one of tests/harness/data;
+# NAMES the runs to take (all when empty).
+.PHONY: harness-record
+harness-record: ## dev: a guest run's logs into the harness's fixtures: FROM=dir TO=dir [NAMES=...]
+	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make harness-record FROM=dir TO=dir [NAMES=...]" >&2; exit 2; }
+	scripts/harness record $(FROM) $(TO) $(NAMES)

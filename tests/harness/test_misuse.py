@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cmsafe_harness import audit, guest, misuse, proc, tally  # noqa: E402
+from cmsafe_harness import audit, guest, misuse, proc, record, tally  # noqa: E402
 from cmsafe_harness import misuse_cases as cases  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,13 +26,18 @@ IWARP = misuse.Ctx(KINDS, cases.TRANSPORTS["iwarp"], "glibc 2.36")
 KILLED = 143  # a hung program's status: SIGTERM
 
 
-def recorded(mode: str, name: str, rc: int = 0, hung: bool = False) -> proc.Run:
-    """A recorded run: its logs, its status (given: the logs do not hold it) and its pid (the
-    report's name; the lowest when a fork wrote two)."""
+# Where the recorded reports get their pids back (record.materialize), once per test process.
+REPORTS = tempfile.mkdtemp(prefix="cmsafe-misuse-fixtures.")
+
+
+def recorded(mode: str, name: str, rc: int | None = None, hung: bool | None = None) -> proc.Run:
+    """A recorded run (make harness-record): its logs, its reports under their pids again, its
+    pid and status from NAME.run (RC and HUNG, when given, instead)."""
     d = os.path.join(DATA, mode)
-    pids = [int(f.split(".")[1]) for f in os.listdir(d)
-            if f.startswith(name + ".") and f.endswith(".jsonl") and f.count(".") == 2]
-    return proc.Run([name], os.path.join(d, name), rc=rc, hung=hung, pid=min(pids) if pids else 0,
+    log, meta = record.materialize(d, name, os.path.join(REPORTS, mode))
+    return proc.Run([name], log, rc=meta.get("rc", 0) if rc is None else rc,
+                    hung=meta.get("hung", False) if hung is None else hung,
+                    pid=meta.get("pid", 0),
                     out=proc.read_lines(os.path.join(d, name + ".out")),
                     err=proc.read_lines(os.path.join(d, name + ".err")))
 
@@ -58,10 +63,10 @@ class Scratch(unittest.TestCase):
     def copy(self, mode: str, name: str, **status) -> proc.Run:
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
-        for f in os.listdir(os.path.join(DATA, mode)):
-            if f.startswith(name + "."):
-                shutil.copy(os.path.join(DATA, mode, f), d)
         r = recorded(mode, name, **status)
+        for f in os.listdir(os.path.dirname(r.log)):
+            if f.startswith(name + "."):
+                shutil.copy(os.path.join(os.path.dirname(r.log), f), d)
         r.log = os.path.join(d, name)
         return r
 

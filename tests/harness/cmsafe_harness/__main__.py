@@ -31,6 +31,7 @@ HARNESSES = {
     "migrated": "cmsafe_harness.migrated",
     "scale-host": "cmsafe_harness.scale_host",
     "scale-live": "cmsafe_harness.scale_live",
+    "record": "cmsafe_harness.record",
 }
 
 

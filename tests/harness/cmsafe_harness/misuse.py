@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import difflib
 import glob
+import json
 import os
 import re
 import shutil
@@ -87,7 +88,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-from . import audit, guest, proc, tally
+from . import audit, guest, proc, record, tally
 from . import misuse_cases as cases
 from .audit import any_matches, kind_lines, line_of
 from .misuse_cases import Misuse, Transport
@@ -1249,6 +1250,10 @@ class Harness:
                      hang_wait=self.hang_wait, hang_grace=grace, stdin=self.stdin)
         for made in glob.glob(stem + ".*.jsonl"):
             shutil.move(made, log + made[len(stem):])  # NAME.<pid>.jsonl beside the logs
+        # What the logs do not hold, for make harness-record (record.py).
+        with open(log + record.RUN, "w") as f:
+            json.dump({"pid": r.pid, "rc": r.rc, "hung": r.hung}, f, sort_keys=True)
+            f.write("\n")
         return r
 
     def beside_raw(self, mode: str, case: str, name: str, argv: Sequence[str],
