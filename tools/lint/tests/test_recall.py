@@ -30,6 +30,9 @@ FOUND = {
     "misuse_double_ack.c": [
         ("double-ack", W, "int rc = rdma_ack_cm_event(ev); /* the misuse */", 1, 0),
     ],
+    "misuse_double_ack_after_accept.c": [
+        ("double-ack", W, "int rc = rdma_ack_cm_event(req); /* the misuse */", 1, 0),
+    ],
     "misuse_foreign_ack.c": [
         ("foreign-ack", W, "int rc = rdma_ack_cm_event(&copy->event); /* the misuse", 1, 0),
     ],
@@ -111,6 +114,9 @@ NOT_VISIBLE = {
     "misuse_destroyed_channel.c": "the main thread destroys the channel while the CM thread "
                                   "waits between two gets, in order by a condition variable: "
                                   "the destroy and the get are on two threads' paths",
+    "misuse_destroy_on_disconnect.c": "the id destroyed is the connection object's (c->id, "
+                                      "three calls down from the handler), which is the "
+                                      "event's id only at run time: no path equates the two",
     "preload_lost_event.c": "the event is read past librdmacm (read(2) of the channel's fd) or "
                             "lost to a thread cancelled inside rdma_get_cm_event: nothing in "
                             "the source names an event",
