@@ -263,6 +263,7 @@ def replace_section(path: str, new: list[str], heading: str = HEADING) -> None:
     else:
         end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
         out = old[:start] + new + ([""] + old[end:] if end < len(old) else [])
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(out).rstrip("\n") + "\n")
 
