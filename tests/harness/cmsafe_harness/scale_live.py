@@ -51,7 +51,7 @@ HEADING = "## Real stack, Soft-RoCE in the guest"
 M = 1000
 # 2,100 lives are 4,200 events: past audit's quarantine and safe mode's kept copies (4,096).
 WARM = 2100
-RUNS = 3
+RUNS = 2
 PENDING = (0, 100, 1000, 10000)
 DESTROYS = 200  # ids destroyed, each timed, beside the pending events
 LIMIT_IDS = 70000  # past librdmacm's table of 65,535 (its IDX_MAX_INDEX)
