@@ -687,7 +687,7 @@ class CompletionTest(unittest.TestCase):
     def test_never_acked_counts(self):
         r = recorded("audit", "cq_never_acked")
         r.err = [x.replace("completion events: 1 got, 0 acked", "completion events: 1 got, 1 acked") for x in r.err]
-        self.assertEqual(misuse.check_cq_never_acked("audit", r, IB)[0],
+        self.assertEqual(misuse.CQ_CHECKS["cq_never_acked"]("audit", r, IB)[0],
                          ["no summary line 'completion events: 1 got, 0 acked'"])
 
 
@@ -708,7 +708,8 @@ class AsyncTest(unittest.TestCase):
         for mode, hung in (("audit", True), ("safe", False)):
             r = recorded(mode, "async_double_ack", KILLED if hung else 0, hung)
             self.assertEqual(misuse.check_async_double_ack(mode, r, IB)[0], [], mode)
-            self.assertEqual(misuse.check_async_never_acked(mode, recorded(mode, "async_never_acked"), IB)[0], [])
+            self.assertEqual(misuse.check_never_acked_row(mode, cases.NEVER_ACKED["async_never_acked"],
+                                                          recorded(mode, "async_never_acked"), IB)[0], [])
         for mode in ("raw", "audit"):
             self.assertEqual(misuse.check_async_survey(mode, recorded(mode, "async_survey"), IB)[0], [])
 

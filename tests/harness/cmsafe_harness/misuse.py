@@ -1023,22 +1023,23 @@ def check_cq_over_ack(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
     return p, "safe/%s: cq-over-ack at the ack, 1 passed on and 1 kept, ibv_destroy_cq returned 0" % name
 
 
-def check_cq_never_acked(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
-    name = "cq_never_acked"
+def check_never_acked_row(mode: str, x: cases.NeverAcked, r: proc.Run, ctx: Ctx) -> Checked:
+    """A row of NEVER_ACKED under the preload: exit 0, the finding at exit about the object the
+    program printed, got by its main thread."""
     p: Problems = []
-    v = cq_values(r.out, p)
-    p.extend(check_never_acked(
-        r, ctx, "cq-never-acked", "COMPLETION", v.id, "^step: exiting with the completion event unacked",
-        r"at exit: 1 completion events of this CQ never acked \(got 1, acked 0; got by thread %d\)"
-        % r.pid, "completion events: 1 got, 0 acked"))
-    return p, "%s/%s: exit 0, cq-never-acked at exit (cq %s, 1 event, thread %d)" % (mode, name, v.id, r.pid)
+    v = (cq_values if x.obj == "cq" else async_values)(r.out, p)
+    p.extend(check_never_acked(r, ctx, x.kind, x.type, v.id, x.marker,
+                               x.message.format(id=v.id, pid=r.pid), x.summary))
+    return p, ("%s/%s: exit 0, %s at exit (%s %s, %s, thread %d)"
+               % (mode, x.name, x.kind, x.obj, v.id, x.type, r.pid))
 
 
 CQ_CHECKS = {
     "cq_destroy_with_unacked": check_cq_destroy_with_unacked,
     "cq_wrong_ack": check_cq_wrong_ack,
     "cq_over_ack": check_cq_over_ack,
-    "cq_never_acked": check_cq_never_acked,
+    "cq_never_acked": lambda mode, r, ctx: check_never_acked_row(
+        mode, cases.NEVER_ACKED["cq_never_acked"], r, ctx),
 }
 
 
@@ -1141,19 +1142,6 @@ def check_async_double_ack(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
         return p, ("audit/%s: async-double-ack at the second ack and at ibv_destroy_qp (2 acked for 1 "
                    "got), then blocked as raw" % name)
     return p, "safe/%s: async-double-ack at the second ack, kept from libibverbs, ibv_destroy_qp returned 0" % name
-
-
-def check_async_never_acked(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
-    name = "async_never_acked"
-    p: Problems = []
-    v = async_values(r.out, p)
-    p.extend(check_never_acked(
-        r, ctx, "async-never-acked", "SRQ_LIMIT_REACHED", v.id, "^step: exiting with the async event unacked",
-        r"at exit: 1 async events of srq %s never acked \(got 1, acked 0, the last SRQ_LIMIT_REACHED; "
-        r"got by thread %d\): ibv_destroy_srq\(srq\) would wait for them forever" % (v.id, r.pid),
-        "async events: 1 got, 0 acked"))
-    return p, ("%s/%s: exit 0, async-never-acked at exit (srq %s, SRQ_LIMIT_REACHED, thread %d)"
-               % (mode, name, v.id, r.pid))
 
 
 def check_async_survey(mode: str, r: proc.Run, ctx: Ctx) -> Checked:
@@ -1387,7 +1375,8 @@ class Harness:
                      cases.ASYNC_QP_DESTROY if mode == "audit" else None)
         self.verdict(r, check_async_double_ack(mode, r, self.ctx))
         r = self.run(mode, "async_never_acked", ["misuse_async_never_acked"])
-        self.verdict(r, check_async_never_acked(mode, r, self.ctx))
+        self.verdict(r, check_never_acked_row(mode, cases.NEVER_ACKED["async_never_acked"], r,
+                                              self.ctx))
 
     def mode(self, mode: str, only: str) -> None:
         """One mode's programs, in the order the harness has always run them."""

@@ -204,6 +204,34 @@ CQ_PROGRAMS: Tuple[Blocking, ...] = (
 
 
 @dataclass(frozen=True)
+class NeverAcked:
+    """A completion or async event got and never acked: the program runs to its end and the
+    finding comes at exit. What its lines say: MESSAGE (a regex) with the object's id ({id}) and
+    the getter, the main thread ({pid}), filled in from the run."""
+
+    name: str
+    kind: str
+    type: str
+    obj: str  # the object the program prints its id of: "cq" (cq_values) or another (async_values)
+    marker: str  # the program's last line before it exits
+    message: str
+    summary: str  # the summary's count line (a regex)
+
+
+NEVER_ACKED: Dict[str, NeverAcked] = {x.name: x for x in (
+    NeverAcked("cq_never_acked", "cq-never-acked", "COMPLETION", "cq",
+               "^step: exiting with the completion event unacked",
+               r"at exit: 1 completion events of this CQ never acked \(got 1, acked 0; got by "
+               r"thread {pid}\)", "completion events: 1 got, 0 acked"),
+    NeverAcked("async_never_acked", "async-never-acked", "SRQ_LIMIT_REACHED", "srq",
+               "^step: exiting with the async event unacked",
+               r"at exit: 1 async events of srq {id} never acked \(got 1, acked 0, the last "
+               r"SRQ_LIMIT_REACHED; got by thread {pid}\): ibv_destroy_srq\(srq\) would wait for "
+               r"them forever", "async events: 1 got, 0 acked"),
+)}
+
+
+@dataclass(frozen=True)
 class AsyncVariant:
     """misuse_async_destroy_with_unacked's two variants: the QP (the transport's qp_event,
     destroyed by rdma_destroy_qp, which calls ibv_destroy_qp) and the CQ (CQ_ERR)."""
