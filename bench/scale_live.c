@@ -4,10 +4,13 @@
  * safe mode, and puts the figures side by side.
  *
  *   scale_live live FETCH N M WARM HOLD CHANNELS THREADS
- *     First WARM id lives (below) on the first channel, which fill the preload's bounded tables
- *     (audit's quarantine of acked pages, safe mode's kept copies: 4,096 events each) and
- *     cmsafe's pools to their steady state; then N ids held live, spread round robin over CHANNELS event channels, each resolved (its
- *     ADDR_RESOLVED got, then acked when HOLD is "acked", held unacked to the end when "held");
+ *     First the warm-up, which brings the preload's bounded tables and cmsafe's pools to their
+ *     steady state: WARM id lives (below) on the first channel (audit's quarantine of acked
+ *     pages, the destroyed ids remembered), then 2 * WARM ids resolved and acked and kept
+ *     alive (safe mode's kept copies, which an id's destroy releases: 4,096 of them); those are
+ *     destroyed once the N ids' memory is read, before the timed lives. Then N ids held live,
+ *     spread round robin over CHANNELS event channels, each resolved (its ADDR_RESOLVED got,
+ *     then acked when HOLD is "acked", held unacked to the end when "held");
  *     then M id lives split over THREADS threads, each on an event channel of its own (the
  *     first thread on the held ids' first channel): rdma_create_id, rdma_resolve_addr and its
  *     ADDR_RESOLVED, rdma_resolve_route and its ROUTE_RESOLVED, rdma_destroy_id. Prints
@@ -226,6 +229,15 @@ static int live(long n, long m, long warmup, int hold, long channels, long threa
     }
     struct loop warm = {.ch = ch[0], .lives = warmup};
     run_lives(&warm);
+    long nwarm = 2 * warmup;
+    struct rdma_cm_id **warm_ids = calloc((size_t)nwarm + 1, sizeof *warm_ids);
+    if (!warm_ids)
+        die("calloc");
+    for (long i = 0; i < nwarm; i++) {
+        struct got g;
+        warm_ids[i] = resolved(ch[0], &g);
+        release(&g);
+    }
 
     long rss0 = kb("/proc/self/status", "VmRSS:"), slab0 = kb("/proc/meminfo", "Slab:");
     for (long i = 0; i < n; i++) {
@@ -234,6 +246,10 @@ static int live(long n, long m, long warmup, int hold, long channels, long threa
             release(&held[i]);
     }
     long rss1 = kb("/proc/self/status", "VmRSS:"), slab1 = kb("/proc/meminfo", "Slab:");
+    for (long i = 0; i < nwarm; i++)
+        if (rdma_destroy_id(warm_ids[i]))
+            die("rdma_destroy_id");
+    free(warm_ids);
 
     long long cpu0 = cpu_us(), t0 = now_ns();
     for (long t = 0; t < threads; t++)

@@ -19,6 +19,11 @@ use crate::pool::AllocError;
 /// interpreted, few: the tests that fill it then finish in seconds).
 pub const ACKED_CAP: usize = if cfg!(miri) { 64 } else { 4096 };
 
+/// Entries of the per-id index before `compact_index` runs: the copies kept take at most two
+/// each (a CONNECT_REQUEST is listed under its listen id too), so at least as many again are
+/// stale by then and compaction stays amortized O(1).
+const INDEX_MAX: usize = 4 * ACKED_CAP + 128;
+
 /// Places in the ring before its holes are dropped: at least half are holes by then, so
 /// dropping them stays amortized O(1).
 const RING_MAX: usize = 2 * ACKED_CAP + 64;
@@ -51,38 +56,9 @@ struct Place {
     kept: Option<Kept>,
 }
 
-/// An id's acked copies, by position, ascending: most ids see a handful of events in their life
-/// (address, route, established, disconnected), which fit without an allocation per id. The cap
-/// pushes out the oldest copy of all, so an id's oldest: `skip` passes it in O(1) (and the ones
-/// before it, whose copies left with another id's destroy, as a CONNECT_REQUEST listed under its
-/// listen id does), and the passed ones are dropped once they are half the list.
-#[derive(Default)]
-struct IdEntries {
-    skip: usize,
-    pos: SmallVec<[u64; 4]>,
-}
-
-impl IdEntries {
-    fn push(&mut self, pos: u64) {
-        self.pos.push(pos);
-    }
-
-    /// Positions still listed (some may be holes, their copies gone with another id).
-    fn listed(&self) -> &[u64] {
-        &self.pos[self.skip..]
-    }
-
-    /// Passes `pos`, the copy the cap pushed out, and every position before it.
-    fn pass(&mut self, pos: u64) {
-        while self.listed().first().is_some_and(|&p| p <= pos) {
-            self.skip += 1;
-        }
-        if self.skip * 2 >= self.pos.len() {
-            self.pos.drain(..self.skip);
-            self.skip = 0;
-        }
-    }
-}
+/// An id's acked copies, by position: most ids see a handful of events in their life
+/// (address, route, established, disconnected), which fit without an allocation per id.
+type IdEntries = SmallVec<[u64; 4]>;
 
 /// The copies the program holds, and those it acked, kept in ack order. The acked ones are
 /// found by position, not by a table keyed by pointer: keeping one costs a push and its id's
@@ -98,17 +74,10 @@ pub struct SafeCopies {
     /// Copies in `ring` (places that are not holes).
     present: usize,
     /// The acked copies each id's destruction releases (for CONNECT_REQUEST, the id and the
-    /// listen id). An id is listed while a copy of its events is kept, never longer: the index
-    /// holds as many ids as the ring holds copies at most, however many ids come and go.
+    /// listen id); entries whose copy already left are skipped.
     by_id: PtrMap<usize, IdEntries>,
-}
-
-/// The ids whose destruction releases a copy of `ev`: its id, and for a CONNECT_REQUEST its
-/// listen id too (librdmacm counts the request against the listen id).
-fn owners(ev: &Event) -> impl Iterator<Item = usize> {
-    let listen = (ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null())
-        .then(|| ev.listen_id() as usize);
-    std::iter::once(ev.id() as usize).chain(listen)
+    /// Entries in `by_id`, stale ones included (see `compact_index`).
+    indexed: usize,
 }
 
 /// The pointer a program reads an event copy through (what `insert` returns for it).
@@ -166,8 +135,14 @@ impl SafeCopies {
     pub fn keep(&mut self, ev: Event, seq: u64, acked_ns: u64) {
         let pos = self.next_pos;
         self.next_pos += 1;
-        for owner in owners(&ev) {
-            self.by_id.entry(owner).or_default().push(pos);
+        self.by_id.entry(ev.id() as usize).or_default().push(pos);
+        self.indexed += 1;
+        if ev.event_type() == RDMA_CM_EVENT_CONNECT_REQUEST && !ev.listen_id().is_null() {
+            self.by_id
+                .entry(ev.listen_id() as usize)
+                .or_default()
+                .push(pos);
+            self.indexed += 1;
         }
         if self.ring.capacity() == 0 {
             self.ring.reserve_exact(RING_MAX + 1);
@@ -182,35 +157,16 @@ impl SafeCopies {
             kept: Some(kept),
         });
         self.present += 1;
-        // The copy pushed out by the cap is released here (the front is never a hole), and
-        // its ids no longer list it.
+        // The copy pushed out by the cap is released here (the front is never a hole).
         if self.present > ACKED_CAP {
-            if let Some(Place {
-                pos,
-                kept: Some(out),
-            }) = self.ring.pop_front()
-            {
-                self.unlist(&out.event, pos);
-            }
+            drop(self.ring.pop_front());
             self.present -= 1;
             self.trim_front();
         }
         if self.ring.len() > RING_MAX {
             self.drop_holes();
         }
-    }
-
-    /// The copy at `pos`, pushed out by the cap, passed in its ids' lists; an id with nothing
-    /// left listed leaves the index.
-    fn unlist(&mut self, ev: &Event, pos: u64) {
-        for owner in owners(ev) {
-            if let Some(entries) = self.by_id.get_mut(&owner) {
-                entries.pass(pos);
-                if entries.listed().is_empty() {
-                    self.by_id.remove(&owner);
-                }
-            }
-        }
+        self.compact_index();
     }
 
     /// Where in the ring the copy at `pos` is, while it has a place.
@@ -222,6 +178,10 @@ impl SafeCopies {
             // Holes were dropped since: the positions still ascend.
             _ => self.ring.binary_search_by_key(&pos, |p| p.pos).ok(),
         }
+    }
+
+    fn holds(&self, pos: u64) -> bool {
+        self.find(pos).is_some_and(|i| self.ring[i].kept.is_some())
     }
 
     fn trim_front(&mut self) {
@@ -238,13 +198,32 @@ impl SafeCopies {
         self.ring.retain(|p| p.kept.is_some());
     }
 
+    /// Drops index entries whose copy already left, once they outnumber the copies: amortized
+    /// O(1). An id that lives on while its events come and go (a listen id, a UD id joining
+    /// groups) would otherwise gain an entry per event for good.
+    fn compact_index(&mut self) {
+        if self.indexed <= INDEX_MAX {
+            return;
+        }
+        let mut by_id = std::mem::take(&mut self.by_id);
+        let mut indexed = 0;
+        by_id.retain(|_, v| {
+            v.retain(|pos| self.holds(*pos));
+            indexed += v.len();
+            !v.is_empty()
+        });
+        self.by_id = by_id;
+        self.indexed = indexed;
+    }
+
     /// After rdma_destroy_id(id): acked copies of its events may go. Copies the program never
     /// acked stay valid: it may still read them.
     pub fn id_destroyed(&mut self, id: usize) {
         let Some(entries) = self.by_id.remove(&id) else {
             return;
         };
-        for &pos in entries.listed() {
+        self.indexed -= entries.len();
+        for pos in entries {
             if let Some(i) = self.find(pos) {
                 if self.ring[i].kept.take().is_some() {
                     self.present -= 1;
@@ -436,72 +415,18 @@ mod tests {
         let (id, listen) = (&*ids[0] as *const _ as usize, &*ids[1] as *const _ as usize);
         let mut c = SafeCopies::new();
         // A listen id never destroyed, and CONNECT_REQUESTs on one id: nothing but the cap
-        // ever drops a copy, and each list holds no more than the copies kept.
-        for _ in 0..3 * ACKED_CAP {
+        // ever drops a copy, so the index's stale entries must be dropped by compaction.
+        for _ in 0..3 * INDEX_MAX {
             // SAFETY: a valid event whose ids are live.
             let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_CONNECT_REQUEST, id, listen)) }.unwrap();
             assert_eq!(c.ack(p), Ack::Acked);
-            for owner in [id, listen] {
-                let e = &c.by_id[&owner];
-                assert!(e.listed().len() <= ACKED_CAP, "{} listed", e.listed().len());
-                assert!(e.pos.len() <= 2 * ACKED_CAP, "{} entries", e.pos.len());
-            }
+            assert!(c.indexed <= INDEX_MAX + 2, "{} index entries", c.indexed);
         }
+        let listed: usize = c.by_id.values().map(|v| v.len()).sum();
+        assert_eq!(listed, c.indexed);
         assert_eq!(c.counts(), (0, ACKED_CAP));
         c.id_destroyed(listen);
         assert_eq!(c.counts(), (0, 0));
-    }
-
-    #[test]
-    fn the_index_lists_only_ids_with_copies_kept() {
-        // Ids come and go without a destroy the preload sees (the cap pushes their copies
-        // out): the index holds no more ids than copies, however many ids there were.
-        let ids: Vec<Box<rdma_cm_id>> = (0..3 * ACKED_CAP)
-            // SAFETY: all-zero is a valid rdma_cm_id.
-            .map(|_| Box::new(unsafe { std::mem::zeroed() }))
-            .collect();
-        let mut c = SafeCopies::new();
-        for (i, id) in ids.iter().enumerate() {
-            let idp = &**id as *const _ as usize;
-            // SAFETY: a valid event whose id is live.
-            let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_ADDR_RESOLVED, idp, 0)) }.unwrap();
-            assert_eq!(c.ack(p), Ack::Acked);
-            assert_eq!(c.by_id.len(), (i + 1).min(ACKED_CAP));
-        }
-        // The oldest kept is the copy of the id ACKED_CAP from the end; the ones before left.
-        let first_kept = &*ids[2 * ACKED_CAP] as *const _ as usize;
-        assert!(c.by_id.contains_key(&first_kept));
-        let gone = &*ids[2 * ACKED_CAP - 1] as *const _ as usize;
-        assert!(!c.by_id.contains_key(&gone));
-        c.id_destroyed(first_kept);
-        assert_eq!(c.counts(), (0, ACKED_CAP - 1));
-    }
-
-    #[test]
-    fn a_request_whose_child_was_destroyed_is_passed_in_its_listen_ids_list() {
-        // SAFETY: all-zero is a valid rdma_cm_id.
-        let ids: Vec<Box<rdma_cm_id>> = (0..3)
-            .map(|_| Box::new(unsafe { std::mem::zeroed() }))
-            .collect();
-        let [child, listen, other] = [0, 1, 2].map(|i| &*ids[i] as *const _ as usize);
-        let mut c = SafeCopies::new();
-        // SAFETY: valid events whose ids are live.
-        let req = unsafe { c.adopt(&raw(RDMA_CM_EVENT_CONNECT_REQUEST, child, listen)) }.unwrap();
-        assert_eq!(c.ack(req), Ack::Acked);
-        // The child's destroy takes the copy: the listen id still lists its place, a hole.
-        c.id_destroyed(child);
-        assert_eq!(c.counts(), (0, 0));
-        assert_eq!(c.by_id[&listen].listed().len(), 1);
-        // SAFETY: as above.
-        let req2 = unsafe { c.adopt(&raw(RDMA_CM_EVENT_CONNECT_REQUEST, other, listen)) }.unwrap();
-        assert_eq!(c.ack(req2), Ack::Acked);
-        for _ in 0..ACKED_CAP {
-            // SAFETY: as above.
-            let p = unsafe { c.adopt(&raw(RDMA_CM_EVENT_ESTABLISHED, other, 0)) }.unwrap();
-            assert_eq!(c.ack(p), Ack::Acked);
-        }
-        // The second request was pushed out: the hole before it is passed with it.
-        assert!(!c.by_id.contains_key(&listen));
-        assert_eq!(c.counts(), (0, ACKED_CAP));
+        assert_eq!(c.by_id.values().map(|v| v.len()).sum::<usize>(), c.indexed);
     }
 }
