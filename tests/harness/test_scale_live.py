@@ -151,6 +151,25 @@ class SetupTest(unittest.TestCase):
         self.assertIn("| connections per second | 28571 | 14286 |  | 9524 |  |", rows)
 
 
+class PortsTest(unittest.TestCase):
+    def test_the_range_is_widened_only_when_too_narrow(self):
+        d = tempfile.mkdtemp(prefix="scale-live-ports-")
+        path = os.path.join(d, "ip_local_port_range")
+        write = lambda text: open(path, "w").write(text)  # noqa: E731
+        old = scale_live.PORT_RANGE
+        scale_live.PORT_RANGE = path
+        try:
+            write("32768\t60999\n")
+            self.assertIsNone(scale_live.widen_ports(28232))
+            self.assertEqual(scale_live.widen_ports(54264), "32768 60999")
+            with open(path) as f:
+                self.assertEqual(f.read(), "1024 65535")
+        finally:
+            scale_live.PORT_RANGE = old
+        o = scale_live.Options()
+        self.assertEqual(scale_live.ports_needed(o), 50000 + 4200 + 64)
+
+
 class OptionsTest(unittest.TestCase):
     def test_bad_options(self):
         self.assertIsNone(scale_live.options(["--sizes"]))

@@ -69,6 +69,30 @@ VARIANTS = {
 }
 
 
+# Each resolved id holds a local port of the rdma_cm's port space, taken from the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range, 28,232 ports by default): past that many
+# resolved ids on one address rdma_resolve_addr fails with EADDRNOTAVAIL, raw or not. A run
+# that needs more widens the range in the guest for its time.
+PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+WIDE_RANGE = "1024 65535"
+
+
+def ports_needed(o: "Options") -> int:
+    """The most resolved ids a run holds at once: the N ids, the warm-up's, the lives' own."""
+    return max(o.sizes, default=0) + 2 * o.warm + 64
+
+
+def widen_ports(need: int) -> str | None:
+    """The port range as it was, when it had to be widened for NEED ports; None otherwise."""
+    with open(PORT_RANGE) as f:
+        old = f.read().split()
+    if int(old[1]) - int(old[0]) + 1 >= need:
+        return None
+    with open(PORT_RANGE, "w") as f:
+        f.write(WIDE_RANGE)
+    return " ".join(old)
+
+
 class Failed(Exception):
     """A run that failed or printed no figures: the harness stops, saying which."""
 
@@ -297,6 +321,13 @@ def main(argv: Sequence[str]) -> int:
     problems: list[str] = []
     memory: list[str] = []
     try:
+        old_range = widen_ports(ports_needed(o))
+    except OSError as e:
+        guest_mod.die(PROG, "%s: %s (more ports are needed for %d resolved ids)"
+                      % (PORT_RANGE, e.strerror, ports_needed(o)), 1)
+    if old_range:
+        say("%s: %s for this run (was %s)" % (PORT_RANGE, WIDE_RANGE, old_range))
+    try:
         for variant in o.variants:
             title = VARIANTS[variant][3]
             lives = {}
@@ -393,11 +424,19 @@ def main(argv: Sequence[str]) -> int:
     except Failed as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
+    finally:
+        if old_range:
+            with open(PORT_RANGE, "w") as f:
+                f.write(old_range)
     intro = ("`scripts/scale-live --m %d --warm %d --runs %d` in the Soft-RoCE guest "
              "(bench/scale_live.c): raw librdmacm, the API, the preload in audit and safe mode, "
              "one after another in one guest; times are the least of %d runs, each size over "
              "10 ids, and each mode's growth over raw's. A guest is not a bare machine: the "
-             "ratios are the figures to read, not the microseconds." % (o.m, o.warm, o.runs, o.runs))
+             "ratios are the figures to read, not the microseconds. Each resolved id holds a "
+             "local port of the kernel's ephemeral range (net.ipv4.ip_local_port_range, 28,232 "
+             "ports by default): past that many resolved ids on one address rdma_resolve_addr "
+             "fails with EADDRNOTAVAIL, raw librdmacm as well, so a run of more widens it to "
+             "%s for its time." % (o.m, o.warm, o.runs, o.runs, WIDE_RANGE))
     new = [HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else []) + body
     print("\n".join(new))
     if o.out:
