@@ -109,8 +109,13 @@ scale-host: deps preload host-tests ## bench: cost and memory as live ids grow t
 # time per event and per id life against raw librdmacm's own, memory per live id, destroys
 # beside events pending, ids past librdmacm's table; its section of bench/results/scale.md and
 # a plot per figure (bench/results/scale-*.svg). About 40 minutes after scale-host's 10.
+# The guest writes under target/ only (the tree is read-only there): its section goes into a
+# copy of scale.md, which comes back with the plots.
 bench-scale: scale-host $(BENCH)/scale_live ## bench: live ids to 50,000, host counts and the real stack, with plots
-	$(RXE_VM) -- scripts/scale-live --out bench/results/scale.md --plots bench/results
+	@mkdir -p target/scale-bench
+	cp bench/results/scale.md target/scale-bench/scale.md
+	$(RXE_VM) -- scripts/scale-live --out target/scale-bench/scale.md --plots target/scale-bench
+	cp target/scale-bench/scale.md target/scale-bench/scale-*.svg bench/results/
 
 # Its slice, counted (10 and 5,000 live ids, 1,000 events pending, 70,000 ids made): in
 # insn-test's guest in make test; alone here.

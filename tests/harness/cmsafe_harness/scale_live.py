@@ -424,6 +424,9 @@ def main(argv: Sequence[str]) -> int:
     except Failed as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
+    except OSError as e:
+        print("%s: %s: %s" % (PROG, e.filename, e.strerror), file=sys.stderr)
+        return 1
     finally:
         if old_range:
             with open(PORT_RANGE, "w") as f:
@@ -440,7 +443,11 @@ def main(argv: Sequence[str]) -> int:
     new = [HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else []) + body
     print("\n".join(new))
     if o.out:
-        scale_host.replace_section(o.out, new, HEADING)
+        try:
+            scale_host.replace_section(o.out, new, HEADING)
+        except OSError as e:
+            print("%s: %s: %s" % (PROG, e.filename, e.strerror), file=sys.stderr)
+            return 1
     for p in problems:
         print("%s: %s" % (PROG, p), file=sys.stderr)
     if o.slice:
