@@ -7,4 +7,6 @@
 //! shared library; Rust programs use the `cmsafe` crate (crates/cmsafe), which has none of these
 //! C exports or load-time hooks.
 
-mod ffi;
+// Public so that its constants, which only cbindgen reads (into include/cmsafe.h), are not dead
+// code to the compiler; nothing Rust links this crate (a cdylib only).
+pub mod ffi;

@@ -9,7 +9,7 @@ mod buf;
 mod compat;
 mod event;
 mod fetch;
-mod flight;
+pub mod flight; // public for its constants, as the crate's ffi (lib.rs)
 mod fork;
 mod observe;
 mod version;
