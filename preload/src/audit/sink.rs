@@ -91,7 +91,6 @@ pub struct Counts {
 impl Sink {
     /// Counts `findings` and puts their records in `lines`; what to say of them on stderr.
     fn take_in(&mut self, findings: Vec<Finding>, lines: &mut ReportLines) -> String {
-        let before = self.total();
         let mut say = String::new();
         // Under AT_SECURE the lines would show the caller (a less privileged user) where a
         // privileged program's heap and code are: counted only (docs/preload.md).
@@ -106,18 +105,21 @@ impl Sink {
             lines.finding(&f);
             count(self, f);
         }
+        say
+    }
+
+    /// The line that says what was counted since `before` (the total then), when the exit
+    /// summary had taken its counts already: a reader who adds these to the summary's count
+    /// has every finding, the faults the SIGSEGV handler said as well as the rooms' findings.
+    fn after_summary(&self, before: u64) -> Option<String> {
         let after = self.total();
-        if self.summarized && after > before {
-            // In the same write as the findings' own lines: a reader who adds these to the
-            // summary's count has every finding said.
-            let _ = writeln!(
-                say,
-                "==cmsafe== after the summary: pid {}, {} more findings, {after} findings in all",
+        (self.summarized && after > before).then(|| {
+            format!(
+                "==cmsafe== after the summary: pid {}, {} more findings, {after} findings in all\n",
                 std::process::id(),
                 after - before
-            );
-        }
-        say
+            )
+        })
     }
 
     /// The summary's counts (see [`summarize`]), the sink marked summarized.
@@ -185,6 +187,7 @@ pub fn deliver(out: Outbox) {
     let (say, report) = {
         let mut guard = SINK.lock();
         let s = sink(&mut guard);
+        let before = s.total();
         if faults::faults_pending() {
             // Their records go to the report whenever there is one, whichever delivery takes
             // them in: a call with nothing of its own to say brings an outbox without lines.
@@ -192,7 +195,11 @@ pub fn deliver(out: Outbox) {
             absorb_faults(s, &mut fault_lines);
             s.lines.extend_from_slice(&fault_lines.take());
         }
-        let say = s.take_in(findings, &mut lines);
+        let mut say = s.take_in(findings, &mut lines);
+        // In the same write as the findings' own lines.
+        if let Some(line) = s.after_summary(before) {
+            say.push_str(&line);
+        }
         s.lines.extend_from_slice(&lines.take());
         // Lines wait here while another thread opens the file.
         let report: Option<(report_file::Turn, Vec<u8>)> = (!s.lines.is_empty())
@@ -303,11 +310,13 @@ mod tests {
     fn a_finding_counted_after_the_summary_says_so() {
         let mut s = Sink::default();
         let mut lines = ReportLines::of(false);
-        let said = s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
-        assert!(!said.contains("after the summary"), "{said}");
+        let before = s.total();
+        s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
+        assert_eq!(s.after_summary(before), None);
         let counts = s.counts(3).expect("a summary");
         assert_eq!(counts.total, 1);
         assert_eq!(counts.lines.lines().count(), 1, "{}", counts.lines);
+        let before = s.total();
         let said = s.take_in(
             vec![
                 finding(Kind::DoubleAck, 2),
@@ -315,17 +324,18 @@ mod tests {
             ],
             &mut lines,
         );
-        let last = said.lines().last().unwrap();
+        assert_eq!(said.lines().count(), 2, "{said}");
         assert_eq!(
-            last,
-            format!(
-                "==cmsafe== after the summary: pid {}, 2 more findings, 3 findings in all",
+            s.after_summary(before),
+            Some(format!(
+                "==cmsafe== after the summary: pid {}, 2 more findings, 3 findings in all\n",
                 std::process::id()
-            )
+            ))
         );
-        assert_eq!(said.lines().count(), 3, "{said}");
         // An empty delivery after it says nothing more.
+        let before = s.total();
         assert_eq!(s.take_in(Vec::new(), &mut lines), "");
+        assert_eq!(s.after_summary(before), None);
     }
 
     #[test]
@@ -333,7 +343,7 @@ mod tests {
         let mut s = Sink::default();
         assert!(s.counts(0).is_none());
         let mut lines = ReportLines::of(false);
-        let said = s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
-        assert!(!said.contains("after the summary"), "{said}");
+        s.take_in(vec![finding(Kind::DoubleAck, 1)], &mut lines);
+        assert_eq!(s.after_summary(0), None);
     }
 }
