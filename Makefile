@@ -102,9 +102,10 @@ makefile-check: ## test: a dry run of make test finds a rule for everything it n
 
 # The whole suite, in this order (about an hour on 2 cores, most of it in the guests).
 TEST_PARTS := deps makefile-check fmt-check clippy cargo-test msrv loom header-check guest-test \
-      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check storm-test \
+      abi-check lists-check timeline-check timeline-fuzz audit-check harness-check host-check lint-check workspace-check header-compile-check man-check version-check install-check migrate-test storm-test \
       preload-test usdt-test services-test soak-test insn-test copy-insn-test pair-test \
       stacks-test deb-test iwarp-test
+test: MIGRATE_SOURCES := optional
 test: $(TEST_PARTS) ## use: the whole suite, on a real stack in guests (CI runs it)
 	@echo "make test: all passed"
 
