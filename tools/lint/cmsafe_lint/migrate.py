@@ -11,7 +11,11 @@ rdma_get_cm_event(CH, &E) and acked there with rdma_ack_cm_event(E), is ported:
 - the ack becomes cmsafe_migrate_release(&E_ref), where the copy goes; or, where the code reads
   the event after its ack (cmsafe-lint's use-after-ack), cmsafe_migrate_kept(E_ref): the copy
   stays until the next get or the function's return, each of which releases it, so the late
-  read reads cmsafe's copy.
+  read reads cmsafe's copy;
+- where a path leaves the function without the ack (cmsafe-lint's never-acked: an early return,
+  an error branch), the copy is released before each return too (a no-op where the path acked:
+  the handle is NULL by then), so the port does not keep what the original never acked; a
+  function whose return reads the event keeps that path's copy, said in a comment above its get.
 
 A variable that cannot be ported so is left on librdmacm's calls, with a comment above its get
 saying why: an event handed to a function that acks it itself, or that may keep it (a queue,
@@ -78,9 +82,11 @@ class Plan:
         self.gets = gets  # the rdma_get_cm_event calls into it
         self.reason = None
         self.kept = False  # read after its ack: released at the next get or the return
+        self.unacked = None  # the line of a path out of the function that never acks
+        self.unacked_stays = None  # why that path's copy is not released at the return
 
 
-def _plans(fx, sums, file, late_reads):
+def _plans(fx, sums, file, late_reads, unacked):
     plans = []
     left = []  # (call, reason) of gets not into a local variable
     for fn in sorted(fx.by_file.get(file, {}).values(), key=lambda f: f.line):
@@ -107,6 +113,14 @@ def _plans(fx, sums, file, late_reads):
                     if ctext.mentions(expr, var):
                         plan.reason = ("a return of %s() reads `%s`, whose copy the return "
                                        "would release first" % (fn.name, var))
+            plan.unacked = unacked.get((fn.name, var))
+            if plan.reason is None and not plan.kept and plan.unacked is not None:
+                for expr, line in fn.returns:
+                    if ctext.mentions(expr, var):
+                        plan.unacked_stays = (
+                            "a path never acks `%s` (line %d) and a return reads it (line %d): "
+                            "that path keeps its copy, as the original kept librdmacm's event"
+                            % (var, plan.unacked, line))
             plans.append(plan)
     return plans, left
 
@@ -192,7 +206,7 @@ F(...) {{
 ...>
 }}
 """.format(n=n, f=f, e=e, ack=ack))
-        if p.kept:
+        if p.kept or (p.unacked is not None and p.unacked_stays is None):
             rules.append("""@ret{n}@
 identifier F = {{{f}}};
 identifier decl{n}.R;
@@ -227,21 +241,38 @@ def _insert_after_includes(text, block):
     return "\n".join(lines)
 
 
-def _comment_left(text, left_sites):
-    """A comment above each get left on librdmacm (the k-th rdma_get_cm_event( still in the
-    text, in source order), saying why."""
+def _comment_above(text, call, sites):
+    """A comment above the k-th line calling CALL (in source order) for each (k, comment) of
+    SITES, at that line's indent."""
     lines = text.split("\n")
-    found = [i for i, line in enumerate(lines) if "rdma_get_cm_event(" in line]
+    # Calls only: the helpers' own definitions (`static int cmsafe_migrate_get(`) are not.
+    found = [i for i, line in enumerate(lines)
+             if call + "(" in line and not re.match(r"\s*static\b", line)]
     inserts = []
-    for k, reason in left_sites:
+    for k, comment in sites:
         if k < len(found):
             i = found[k]
             indent = re.match(r"\s*", lines[i]).group(0)
-            inserts.append((i, "%s/* cmsafe-migrate: left on librdmacm's calls: %s; or build "
-                               "this file with cmsafe_compat.h */" % (indent, reason)))
+            inserts.append((i, indent + comment))
     for i, comment in sorted(inserts, reverse=True):
         lines.insert(i, comment)
     return "\n".join(lines)
+
+
+def _comment_left(text, left_sites):
+    """A comment above each get left on librdmacm (the k-th rdma_get_cm_event( still in the
+    text, in source order), saying why."""
+    return _comment_above(text, "rdma_get_cm_event", [
+        (k, "/* cmsafe-migrate: left on librdmacm's calls: %s; or build this file with "
+            "cmsafe_compat.h */" % reason) for k, reason in left_sites])
+
+
+def _comment_kept(text, kept_sites):
+    """A comment above each ported get (the k-th cmsafe_migrate_get() in the text) whose copy
+    one of its paths keeps, saying why."""
+    return _comment_above(text, "cmsafe_migrate_get", [
+        (k, "/* cmsafe-migrate: %s; release it (cmsafe_event_release) where that path "
+            "ends */" % reason) for k, reason in kept_sites])
 
 
 def migrate(path, compat=False, macros=None):
@@ -265,18 +296,26 @@ def migrate(path, compat=False, macros=None):
     sums = summary.Summaries(fx)
     _, found = lint.run([path], macros=macros)
     late = set()
+    unacked = {}  # (function, variable): the line of its first path out without the ack
     for f in found:
-        if f.kind == "use-after-ack" and f.severity == "warning":
-            fn = fx.function_at(f.file, f.line)
-            m = re.search(r"(?:^`(\w+)` used after|into the event `(\w+)`)", f.message)
-            if fn is not None and m:
-                late.add((fn.name, m.group(1) or m.group(2)))
-    plans, left = _plans(fx, sums, path, late)
+        fn = fx.function_at(f.file, f.line)
+        if fn is None or f.severity != "warning":
+            continue
+        m = re.search(r"(?:^`(\w+)` used after|into the event `(\w+)`)", f.message)
+        if f.kind == "use-after-ack" and m:
+            late.add((fn.name, m.group(1) or m.group(2)))
+        m = re.match(r"the event `(\w+)` got at line \d+ is not acked on this path", f.message)
+        if f.kind == "never-acked" and m:
+            unacked.setdefault((fn.name, m.group(1)), f.line)
+    plans, left = _plans(fx, sums, path, late, unacked)
     ported = [p for p in plans if p.reason is None]
     order = []  # the gets left on librdmacm, by their place in the file, with why
+    stays = {}  # the ported gets whose copy a path keeps, by their place, with why
     for p in plans:
         if p.reason is not None:
             order += [((c.line, c.col), p.reason) for c in p.gets]
+        elif p.unacked_stays is not None:
+            stays.update({(c.line, c.col): p.unacked_stays for c in p.gets})
     order += [((c.line, c.col), reason) for c, reason in left]
     text = original
     if ported:
@@ -299,14 +338,21 @@ def migrate(path, compat=False, macros=None):
         if any(p.kept for p in ported):
             helpers += KEPT
         text = _insert_after_includes(text, "#include <cmsafe.h>\n\n" + helpers)
-    # The gets left, in source order among those still in the text.
+    # The gets left, in source order among those still in the text; then the ported gets whose
+    # copy a path keeps, among the ported gets.
     remaining = sorted(order)
     text = _comment_left(text, [(k, reason) for k, (_, reason) in enumerate(remaining)])
+    ported_gets = sorted((c.line, c.col) for p in ported for c in p.gets)
+    text = _comment_kept(text, [(k, stays[g]) for k, g in enumerate(ported_gets) if g in stays])
     for p in plans:
         if p.reason is None:
             notes.append("%s(): `%s` ported%s" % (
                 p.fn.name, p.var, " (read after its ack: its copy is kept until the next get "
                                   "or the return)" if p.kept else ""))
+            if p.unacked is not None and not p.kept:
+                notes.append("%s(): `%s` is not acked on the path at line %d: %s" % (
+                    p.fn.name, p.var, p.unacked,
+                    p.unacked_stays or "its copy is released before each return"))
         else:
             notes.append("%s(): `%s` left on librdmacm's calls: %s" % (p.fn.name, p.var,
                                                                         p.reason))

@@ -52,6 +52,28 @@ void handed(struct rdma_event_channel *ch)
     if (!rdma_get_cm_event(ch, &event))
         handle(event);
 }
+
+int early(struct rdma_event_channel *ch)
+{
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev))
+        return -1;
+    if (ev->event != RDMA_CM_EVENT_ESTABLISHED)
+        return -1;
+    rdma_ack_cm_event(ev);
+    return 0;
+}
+
+int status(struct rdma_event_channel *ch)
+{
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev))
+        return -1;
+    if (ev->status)
+        return ev->status;
+    rdma_ack_cm_event(ev);
+    return 0;
+}
 """
 
 
@@ -76,7 +98,14 @@ class Migrate(unittest.TestCase):
             "kept until the next get or the return)",
             "cmsafe-migrate: server.c: loop(): `event` ported",
             "cmsafe-migrate: server.c: handed(): `event` left on librdmacm's calls: `event` is "
-            "handed to handle() (line 31), which may keep it"])
+            "handed to handle() (line 31), which may keep it",
+            "cmsafe-migrate: server.c: early(): `ev` ported",
+            "cmsafe-migrate: server.c: early(): `ev` is not acked on the path at line 40: its "
+            "copy is released before each return",
+            "cmsafe-migrate: server.c: status(): `ev` ported",
+            "cmsafe-migrate: server.c: status(): `ev` is not acked on the path at line 51: a "
+            "path never acks `ev` (line 51) and a return reads it (line 51): that path keeps its "
+            "copy, as the original kept librdmacm's event"])
         changed = [l for l in out.splitlines() if l[:1] in "+-" and l[:3] not in ("+++", "---")]
         self.assertTrue(HELPER_LINES <= set(changed))
         body = [l for l in changed if l not in HELPER_LINES]
@@ -96,7 +125,30 @@ class Migrate(unittest.TestCase):
             "-        rdma_ack_cm_event(event);",
             "+        cmsafe_migrate_release(&event_ref);",
             "+    /* cmsafe-migrate: left on librdmacm's calls: `event` is handed to handle() "
-            "(line 31), which may keep it; or build this file with cmsafe_compat.h */"])
+            "(line 31), which may keep it; or build this file with cmsafe_compat.h */",
+            # early(): the path out at line 40 never acked; each return releases the copy (a
+            # no-op where the ack came first: the handle is NULL then).
+            "-    if (rdma_get_cm_event(ch, &ev))",
+            "+    cmsafe_event *ev_ref = NULL;",
+            "+    if (cmsafe_migrate_get(ch, &ev_ref, &ev)) {",
+            "+        cmsafe_event_release(ev_ref);",
+            "-    if (ev->event != RDMA_CM_EVENT_ESTABLISHED)",
+            "+    }",
+            "+    if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {",
+            "+        cmsafe_event_release(ev_ref);",
+            "-    rdma_ack_cm_event(ev);",
+            "+    }",
+            "+    cmsafe_migrate_release(&ev_ref);",
+            "+    cmsafe_event_release(ev_ref);",
+            # status(): the unacked path's return reads the event: its copy stays, said.
+            "-    if (rdma_get_cm_event(ch, &ev))",
+            "+    cmsafe_event *ev_ref = NULL;",
+            "+    /* cmsafe-migrate: a path never acks `ev` (line 51) and a return reads it (line "
+            "51): that path keeps its copy, as the original kept librdmacm's event; release it "
+            "(cmsafe_event_release) where that path ends */",
+            "+    if (cmsafe_migrate_get(ch, &ev_ref, &ev))",
+            "-    rdma_ack_cm_event(ev);",
+            "+    cmsafe_migrate_release(&ev_ref);"])
 
     def test_the_port_compiles_against_the_header(self):
         rc, out, _ = run("--in-place", "server.c", cwd=self.dir)
