@@ -106,5 +106,36 @@ class CmSetupTest(unittest.TestCase):
                          {"alone": "10238", "spinning": "19821"})
 
 
+
+# rdma-core 56's cmtime: a table per test; the first is the one read.
+CMTIME56 = """Connect (200) simulated QPs test (delay 0 us)
+cm_conn               200
+step             avg/iter  total(us)    us/conn    sum(us)    max(us)    min(us)
+full connect        24916    4983270          0          0    4952932     287718
+create id              22       4559         22       4465        756          6
+resolve addr          220      44042      12128    2425767      20032       1585
+resolve route          65      13032       4612     922572      10227       3959
+create qp              28       5642          0         55         36          0
+init qp attr            0          0          8       1757        168          4
+cm connect          24519    4903953    4427350  885470108    4843983     208404
+disconnect             92      18441         72      14530       4601         17
+destroy id            147      29406        146      29319      12053         26
+Connect (200) test - no QPs
+step             avg/iter  total(us)    us/conn    sum(us)    max(us)    min(us)
+create id             113      22646        112      22500      16621         12
+""".splitlines()
+
+
+class Cmtime56Test(unittest.TestCase):
+    def test_the_first_tables_steps_in_ms(self):
+        self.assertEqual(cm_setup.steps56(CMTIME56), [
+            ("create_id", "4.6"), ("resolve_addr", "44.0"), ("resolve_route", "13.0"),
+            ("create_qp", "5.6"), ("connect", "4904.0"), ("disconnect", "18.4"),
+            ("destroy", "29.4")])
+
+    def test_44s_table_is_not_56s(self):
+        self.assertEqual(cm_setup.steps56(["create id   :       10.00"]), [])
+
+
 if __name__ == "__main__":
     unittest.main()

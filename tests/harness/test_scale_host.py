@@ -56,6 +56,16 @@ class Profile(unittest.TestCase):
     def test_no_measure_block_counts_nothing(self):
         self.assertEqual(scale_host.calls_from(RECORDED, "main"), {})
 
+    def test_the_calls_of_a_function_from_every_caller_are_summed(self):
+        # scale_event called 3 times from run_lives and twice from measure, where run_lives
+        # was inlined: 5 calls, 50 + 40 instructions.
+        lines = ["fn=(1) run_lives", "cfn=(2) scale_event", "calls=3 10", "12 50",
+                 "fn=(3) measure", "cfn=(2)", "calls=2 10", "14 40",
+                 "cfn=(4) rdma_create_id", "calls=7 1", "15 700"]
+        self.assertEqual(scale_host.calls_to(lines, "scale_event"), (5, 90))
+        self.assertEqual(scale_host.calls_to(lines, "rdma_create_id"), (7, 700))
+        self.assertEqual(scale_host.calls_to(lines, "scale_life"), (0, 0))
+
 
 class Tables(unittest.TestCase):
     def test_a_cost_that_grows_past_the_limit_is_said(self):

@@ -31,6 +31,40 @@ esac
 """
 
 
+# A stand-in for valgrind's callgrind: runs the program (after its 4 options), then writes the
+# profile callgrind would of the lives: per life 9,000 instructions and 1,000 per event (2 events
+# a life, each one call of scale_event), safe's growing by $SAFE_GROW per mille at 10,000 ids or
+# more; $CALLS overrides the calls of scale_event.
+VALGRIND = r"""#!/bin/sh
+out=${4#--callgrind-out-file=}
+shift 4
+"$@" || exit $?
+m=$5; n=$4; grow=0
+[ "$CMSAFE_MODE" = safe ] && [ "$n" -ge 10000 ] && grow=${SAFE_GROW:-0}
+calls=${CALLS:-$(( 2 * m ))}
+{
+  echo "events: Ir"
+  echo "fn=(1) measure"
+  echo "cfn=(2) run_lives"
+  echo "calls=1 5"
+  echo "5 $(( 9000 * m * (1000 + grow) / 1000 ))"
+  echo "fn=(2)"
+  echo "cfn=(3) scale_event"
+  echo "calls=$calls 7"
+  echo "7 $(( 2000 * m * (1000 + grow) / 1000 ))"
+  echo "totals: $(( 9000 * m * (1000 + grow) / 1000 ))"
+} > "$out"
+"""
+
+
+def main_of(argv: list[str]) -> tuple[int, str, str]:
+    """scale-live's status, stdout and stderr with ARGV."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = scale_live.main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
 class StandinTest(unittest.TestCase):
     def setUp(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="scale-live-test-")
@@ -38,22 +72,23 @@ class StandinTest(unittest.TestCase):
         with open(self.bin, "w") as f:
             f.write(STANDIN)
         os.chmod(self.bin, stat.S_IRWXU)
-        self.old = scale_live.BIN, os.environ.get("RXE_ADDR")
-        scale_live.BIN = self.bin
+        valgrind = os.path.join(self.dir, "valgrind")
+        with open(valgrind, "w") as f:
+            f.write(VALGRIND)
+        os.chmod(valgrind, stat.S_IRWXU)
+        self.old = scale_live.BIN, os.environ.get("RXE_ADDR"), scale_live.VALGRIND
+        scale_live.BIN, scale_live.VALGRIND = self.bin, valgrind
         os.environ["RXE_ADDR"] = "192.0.2.1"
 
     def tearDown(self) -> None:
-        scale_live.BIN = self.old[0]
-        for k in ("RXE_ADDR", "LOST", "WRONG", "AUDIT_EXTRA"):
+        scale_live.BIN, scale_live.VALGRIND = self.old[0], self.old[2]
+        for k in ("RXE_ADDR", "LOST", "WRONG", "AUDIT_EXTRA", "SAFE_GROW", "CALLS"):
             os.environ.pop(k, None)
         if self.old[1] is not None:
             os.environ["RXE_ADDR"] = self.old[1]
 
     def slice(self) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = scale_live.main(["--slice"])
-        return rc, out.getvalue(), err.getvalue()
+        return main_of(["--slice"])
 
     def test_the_slice_passes_within_the_limits(self):
         rc, out, err = self.slice()
@@ -90,16 +125,57 @@ class StandinTest(unittest.TestCase):
         self.assertIn("scale-live: raw live 10 300 2100 acked 1 1: exit 1: scale_live: "
                       "rdma_create_id: Cannot allocate memory", err)
 
+    def counted(self) -> tuple[int, str, str]:
+        return main_of(["--variants", "acked", "--sizes", "10", "--runs", "1", "--pending", "0",
+                        "--limit", "5", "--setup", "0", "--counts", "10,10000,50000"])
+
+    def test_counts_flat_as_ids_grow(self):
+        rc, out, err = self.counted()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## Real stack, instructions counted in the guest", out)
+        self.assertIn("| safe | 50000 | 9000 | 1.000 | 1000 | 1.000 |", out)
+        self.assertIn("| api | 10 | 9000 | 1.000 | 1000 | 1.000 |", out)
+
+    def test_counts_that_grow_fail_the_run(self):
+        os.environ["SAFE_GROW"] = "150"
+        rc, out, err = self.counted()
+        self.assertEqual(rc, 1)
+        self.assertIn("| safe | 10000 | 10350 | 1.150 | 1150 | 1.150 |", out)
+        self.assertIn("scale-live: safe at 10000 ids: 10350 instructions per id life, 1.150 "
+                      "times those at 10", err)
+        self.assertIn("scale-live: safe at 50000 ids: 1150 instructions per event, 1.150 "
+                      "times those at 10", err)
+        self.assertNotIn("audit at", err)
+
+    def test_counts_alone_are_a_section_of_their_own(self):
+        res = os.path.join(self.dir, "scale.md")
+        with open(res, "w") as f:
+            f.write("# t\n\n## Real stack, Soft-RoCE in the guest\n\ntimes\n")
+        rc, _, err = main_of(["--only", "counts", "--counts", "10,50000", "--out", res])
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("µs", err)
+        with open(res) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# t\n\n## Real stack, Soft-RoCE in the guest\n\ntimes\n"
+                                        "\n## Real stack, instructions counted in the guest\n"),
+                        text[:300])
+        self.assertIn("| audit | 50000 | 9000 | 1.000 | 1000 | 1.000 |", text)
+
+    def test_a_profile_without_every_event_is_named(self):
+        os.environ["CALLS"] = "399"
+        rc, _, err = self.counted()
+        self.assertEqual(rc, 1)
+        self.assertIn("scale-live: raw live 10 200 under callgrind: [1800000] instructions "
+                      "counted, 399 calls of scale_event (want at least 400)", err)
+
     def test_plots_and_the_section_are_written(self):
         res = os.path.join(self.dir, "scale.md")
         with open(res, "w") as f:
             f.write("# t\n\n## Host, stand-in librdmacm (not the real stack)\n\nhost\n")
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = scale_live.main(["--sizes", "10,1000", "--runs", "2", "--variants", "acked",
-                                  "--pending", "0,10", "--limit", "5", "--setup", "0", "--out", res,
-                                  "--plots", self.dir])
-        self.assertEqual(rc, 0, err.getvalue())
+        rc, _, err = main_of(["--sizes", "10,1000", "--runs", "2", "--variants", "acked",
+                              "--pending", "0,10", "--limit", "5", "--setup", "0", "--counts",
+                              "0", "--out", res, "--plots", self.dir])
+        self.assertEqual(rc, 0, err)
         with open(res) as f:
             text = f.read()
         self.assertTrue(text.startswith("# t\n\n## Host, stand-in librdmacm (not the real "
@@ -123,10 +199,11 @@ done
 
 
 class SetupTest(unittest.TestCase):
-    def test_cmtimes_steps_side_by_side(self):
+    def section(self, script: str, mimic: bool) -> list[str]:
+        """setup_section over 2,000 connections with SCRIPT as cmtime."""
         d = tempfile.mkdtemp(prefix="scale-live-cmtime-")
         with open(os.path.join(d, "cmtime"), "w") as f:
-            f.write(CMTIME)
+            f.write(script)
         os.chmod(os.path.join(d, "cmtime"), stat.S_IRWXU)
         old = (os.environ["PATH"], os.environ.get("RXE_ADDR"), scale_live.cm_setup.SERVER_START,
                scale_live.cm_setup.OUT)
@@ -137,7 +214,7 @@ class SetupTest(unittest.TestCase):
         try:
             o = scale_live.Options(runs=1)
             with contextlib.redirect_stderr(io.StringIO()):
-                rows = scale_live.setup_section(o, [2000])
+                return scale_live.setup_section(o, [2000], mimic)
         finally:
             os.environ["PATH"] = old[0]
             scale_live.cm_setup.SERVER_START, scale_live.cm_setup.OUT = old[2], old[3]
@@ -145,10 +222,22 @@ class SetupTest(unittest.TestCase):
                 os.environ.pop("RXE_ADDR")
             else:
                 os.environ["RXE_ADDR"] = old[1]
+
+    def test_cmtimes_steps_side_by_side(self):
+        rows = self.section(CMTIME, False)
         self.assertIn("#### 2,000 connections", rows)
         self.assertIn("| create id | 10.0 | 20.0 | 2.00 | 30.0 | 3.00 |", rows)
         self.assertIn("| total | 70.0 | 140.0 | 2.00 | 210.0 | 3.00 |", rows)
         self.assertIn("| connections per second | 28571 | 14286 |  | 9524 |  |", rows)
+
+    def test_mimic_mode_is_asked_of_both_sides(self):
+        # Each side fails unless it was given -m 0; the client's steps are then CMTIME's.
+        script = CMTIME.replace("#!/bin/sh\n", "#!/bin/sh\ncase \" $* \" in *\" -m 0 \"*) ;; "
+                                "*) exit 3;; esac\n", 1)
+        rows = self.section(script, True)
+        self.assertEqual(rows[0], "### Connection setup at scale: cmtime's mimic mode")
+        self.assertIn("-c N -m 0`", rows[2])
+        self.assertIn("| total | 70.0 | 140.0 | 2.00 | 210.0 | 3.00 |", rows)
 
 
 class PortsTest(unittest.TestCase):
@@ -182,8 +271,8 @@ class OptionsTest(unittest.TestCase):
     def test_the_slice(self):
         o = scale_live.options(["--slice"])
         assert o is not None
-        self.assertEqual((o.sizes, o.m, o.runs, o.variants, o.pending, o.limit),
-                         ([10, 5000], 300, 1, ["acked"], [1000], 70000))
+        self.assertEqual((o.sizes, o.m, o.runs, o.variants, o.pending, o.limit, o.counts),
+                         ([10, 5000], 300, 1, ["acked"], [1000], 70000, []))
 
 
 class PlotTest(unittest.TestCase):

@@ -88,6 +88,30 @@ def steps(lines: Iterable[str], pattern: re.Pattern[str]) -> list[tuple[str, str
     return out
 
 
+# rdma-core 56's cmtime prints a table per test instead ("step avg/iter total(us) us/conn ..."):
+# its first test's rows, by the names of 44's steps; total(us) is the step's wall time over all
+# the connections, as 44's ms are.
+_CMTIME56_ROW = re.compile(r"^([a-z][a-z ]*[a-z]) +[0-9]+ +([0-9]+) ")
+_CMTIME56_NAMES = {"create id": "create_id", "resolve addr": "resolve_addr",
+                   "resolve route": "resolve_route", "create qp": "create_qp",
+                   "cm connect": "connect", "disconnect": "disconnect", "destroy id": "destroy"}
+
+
+def steps56(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """The (step, ms) pairs of rdma-core 56's cmtime table, its first test's (empty when the
+    output is 44's)."""
+    out: list[tuple[str, str]] = []
+    tables = 0
+    for line in lines:
+        if line.startswith("step ") and "avg/iter" in line:
+            tables += 1
+            continue
+        m = _CMTIME56_ROW.match(line)
+        if tables == 1 and m and m.group(1) in _CMTIME56_NAMES:
+            out.append((_CMTIME56_NAMES[m.group(1)], "%.1f" % (int(m.group(2)) / 1000)))
+    return out
+
+
 def add(total: str, ms: str) -> str:
     """A running total as the table's figures are: two decimals at each step."""
     return "%.2f" % (figures.number(total) + figures.number(ms))
@@ -250,9 +274,12 @@ def hottest(label: str, lines: Iterable[str], top: int = 5) -> list[str]:
 class Bench:
     """The runs, each on a port of its own; a server that outlives its client is stopped."""
 
-    def __init__(self, addr: str, n: int, preload: str):
+    def __init__(self, addr: str, n: int, preload: str, cmtime_args: Sequence[str] = (),
+                 server_args: Sequence[str] = ()):
         self.addr = addr
         self.n = n
+        self.cmtime_args = list(cmtime_args)  # both sides' (e.g. -m 0: no QPs, rdma-core 56)
+        self.server_args = list(server_args)  # the server's alone
         self.port = PORT
         self.env = {
             "raw": {"CMSAFE_MODE": "off"},
@@ -273,11 +300,14 @@ class Bench:
         env = proc.environment(self.env[variant])
         port = self.next_port()
         with open(server_log, "wb") as f:
-            server = subprocess.Popen(["cmtime", "-b", self.addr, "-p", port, "-c", str(self.n)],
-                                      stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=env)
+            server = subprocess.Popen(["cmtime", "-b", self.addr, "-p", port, "-c", str(self.n)]
+                                      + self.cmtime_args + self.server_args,
+                                      stdin=subprocess.DEVNULL, stdout=f,
+                                      stderr=f, env=env)
         try:
             time.sleep(SERVER_START)
-            return client(["cmtime", "-s", self.addr, "-p", port, "-c", str(self.n)], env)
+            return client(["cmtime", "-s", self.addr, "-p", port, "-c", str(self.n)]
+                          + self.cmtime_args, env)
         finally:
             server.terminate()
             try:
@@ -292,7 +322,8 @@ class Bench:
                               lambda argv, env: proc.run_to(argv, log, env=env, timeout=RUN_TIMEOUT))
         if rc != 0:
             fail("cmtime (%s) failed:" % label, proc.read_lines(log))
-        return steps(proc.read_lines(log), _CMTIME_STEP)
+        lines = proc.read_lines(log)
+        return steps56(lines) or steps(lines, _CMTIME_STEP)
 
     def setup(self, mode: str, label: str) -> list[tuple[str, str]]:
         log = os.path.join(OUT, label + ".log")

@@ -74,22 +74,22 @@ class Failed(Exception):
     """A run that failed or counted nothing: the harness stops, saying which."""
 
 
-def calls_from(lines: Sequence[str], parent: str) -> dict[str, int]:
-    """The inclusive instructions of each call PARENT makes, by callee, from callgrind's own
-    file: the line after a `calls=` line gives the call's cost (names are compressed: "(id)
-    name" defines an id, "(id)" refers to it)."""
-    names: dict[str, dict[str, str]] = {"fn": {}}
+def calls(lines: Sequence[str]) -> list[tuple[str, str, int, int]]:
+    """Each call site callgrind's own file records, as (caller, callee, calls made, their
+    inclusive instructions): a `calls=COUNT ...` line, then a line with the calls' cost (names
+    are compressed: "(id) name" defines an id, "(id)" refers to it)."""
+    names: dict[str, str] = {}
     fn = cfn = ""
-    pending = False
-    out: dict[str, int] = {}
+    pending = 0
+    out: list[tuple[str, str, int, int]] = []
 
     def named(rest: str) -> str:
         m = _NAMED.match(rest)
         if not m:
             return rest
         if m.group(2) is not None:
-            names["fn"][m.group(1)] = m.group(2)
-        return names["fn"].get(m.group(1), "")
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), "")
 
     for line in lines:
         if line.startswith("fn="):
@@ -97,13 +97,28 @@ def calls_from(lines: Sequence[str], parent: str) -> dict[str, int]:
         elif line.startswith("cfn="):
             cfn = named(line[4:].strip())
         elif line.startswith("calls="):
-            pending = True
+            pending = int(line[6:].split()[0])
         elif pending:
-            pending = False
             fields = line.split()
-            if fn == parent and len(fields) > 1:
-                out[cfn] = out.get(cfn, 0) + int(fields[1])
+            if len(fields) > 1:
+                out.append((fn, cfn, pending, int(fields[1])))
+            pending = 0
     return out
+
+
+def calls_from(lines: Sequence[str], parent: str) -> dict[str, int]:
+    """The inclusive instructions of each call PARENT makes, by callee."""
+    out: dict[str, int] = {}
+    for fn, cfn, _, cost in calls(lines):
+        if fn == parent:
+            out[cfn] = out.get(cfn, 0) + cost
+    return out
+
+
+def calls_to(lines: Sequence[str], callee: str) -> tuple[int, int]:
+    """The calls of CALLEE from any caller, and their inclusive instructions."""
+    found = [(n, cost) for _, cfn, n, cost in calls(lines) if cfn == callee]
+    return sum(n for n, _ in found), sum(cost for _, cost in found)
 
 
 def environment(mode: str, preload: str) -> dict[str, str]:

@@ -6,12 +6,19 @@ end), after a warm-up that fills the preload's bounded tables (audit's quarantin
 kept copies, 4,096 events each), then times M id lives beside them (create, resolve the address
 and the route, an event each, destroy), the get and ack of each event timed once its fd is
 readable. Raw librdmacm, the API, audit and safe run the same program in the same guest, one
-after another, each size RUNS times (the least time kept: a guest under emulation is noisy
-upward only); every size is compared with 10 ids, and each mode's growth with raw's own.
+after another, each size RUNS times (the median kept: under emulation one run's times move by
+a third either way, as a whole); every size is compared with 10 ids, and each mode's growth with
+raw's own. --counts: the same loop's user-space instructions (the program, librdmacm and
+libibverbs, and the preload or libcmsafe; not the kernel's), counted by callgrind inside the
+timed lives only, at each of those sizes: deterministic where the times are not; a section of
+its own (COUNT_HEADING). --mimic: cmtime's mimic mode (-m 0, rdma-core 56 and later: trixie's
+root, scripts/rxe-vm --stack trixie) setting up N connections with no QP, past the device's QPs;
+a section of its own too (MIMIC_HEADING). --only counts, --only mimic: that section alone.
 
     scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
                        [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
-                       [--setup N,N,...] [--out FILE] [--plots DIR] [--slice]
+                       [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]
+                       [--only counts|mimic] [--out FILE] [--plots DIR] [--slice]
 
 Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
 over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
@@ -33,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -44,19 +52,25 @@ PROG = "scale-live"
 USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] "
          "[--modes MODES]\n"
          "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
-         "                          [--setup N,N,...] [--out FILE] [--plots DIR] [--slice]")
+         "                          [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]\n"
+         "                          [--only counts|mimic] [--out FILE] [--plots DIR] [--slice]")
 BIN = "target/bench/scale_live"
 PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
 HEADING = "## Real stack, Soft-RoCE in the guest"
+COUNT_HEADING = "## Real stack, instructions counted in the guest"
+MIMIC_HEADING = "## Real stack, cmtime's mimic mode (rdma-core 56 and later)"
 M = 1000
 # 2,100 lives are 4,200 events: past audit's quarantine and safe mode's kept copies (4,096).
 WARM = 2100
-RUNS = 2
+RUNS = 3
+COUNT_M = 200  # id lives counted under callgrind (its instructions per life do not vary)
+VALGRIND = "valgrind"
 PENDING = (0, 100, 1000, 10000)
 DESTROYS = 200  # ids destroyed, each timed, beside the pending events
 LIMIT_IDS = 70000  # past librdmacm's table of 65,535 (its IDX_MAX_INDEX)
 SAMPLE = 1000  # of the first and of the last ids made, resolved and checked
 SETUP = (1000, 4000)  # connections cmtime sets up at once
+MIMIC_SERVER_QPN = 1 << 20  # the server's first QP number in mimic mode: past the client's
 SETUP_MODES = ("raw", "safe", "audit")  # cmtime has no API column: it is raw librdmacm
 MEMORY_LIMIT = 256  # bytes per live id a mode may add over raw (the slice holds it)
 TIMEOUT = 1800
@@ -79,7 +93,7 @@ WIDE_RANGE = "1024 65535"
 
 def ports_needed(o: "Options") -> int:
     """The most resolved ids a run holds at once: the N ids, the warm-up's, the lives' own."""
-    return max(o.sizes, default=0) + 2 * o.warm + 64
+    return max(o.sizes + o.counts, default=0) + 2 * o.warm + 64
 
 
 def widen_ports(need: int) -> str | None:
@@ -134,22 +148,61 @@ def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[st
     return found[0]
 
 
+def median(values: Sequence[int]) -> int:
+    """The middle value (of an even count, the lower middle: a figure some run gave)."""
+    v = sorted(values)
+    return v[(len(v) - 1) // 2]
+
+
 def live(mode: str, n: int, m: int, warm: int, variant: str, runs: int) -> Live:
-    """The least times of RUNS runs; the memory of the first."""
+    """The median times of RUNS runs; the memory of the first."""
     hold, channels, threads, _ = VARIANTS[variant]
-    best: Live | None = None
-    for _ in range(runs):
+    got: list[Live] = []
+    for _ in range(max(runs, 1)):
         g = [int(x) for x in run(mode, ["live", str(n), str(m), str(warm), hold, str(channels),
                                         str(threads)], _LIVE).groups()]
-        r = Live(g[0], g[1], g[2], (g[3], g[4]), (g[5], g[6]))
-        if best is None:
-            best = r
-        else:
-            best.life_ns = min(best.life_ns, r.life_ns)
-            best.event_ns = min(best.event_ns, r.event_ns)
-            best.cpu_us = min(best.cpu_us, r.cpu_us)
-    assert best is not None
-    return best
+        got.append(Live(g[0], g[1], g[2], (g[3], g[4]), (g[5], g[6])))
+    r = got[0]
+    r.life_ns = median([x.life_ns for x in got])
+    r.event_ns = median([x.event_ns for x in got])
+    r.cpu_us = median([x.cpu_us for x in got])
+    return r
+
+
+def count(mode: str, n: int, warm: int) -> scale_host.Count:
+    """User-space instructions per id life and per event (get and release) of COUNT_M lives
+    beside N live ids, acked, one channel: callgrind collects inside scale_live's `measure`
+    only, and `scale_event` is one event's get and release."""
+    # audit's first guard, userfaultfd(2), is a system call valgrind does not know.
+    run_mode = "audit+mprotect" if mode == "audit" else mode
+    with tempfile.TemporaryDirectory(prefix="scale-live-count-") as d:
+        profile = os.path.join(d, "callgrind.out")
+        argv = [VALGRIND, "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=measure",
+                "--callgrind-out-file=" + profile, os.path.abspath(BIN), "live",
+                "api" if mode == "api" else "raw", str(n), str(COUNT_M), str(warm), "acked",
+                "1", "1"]
+        env = scale_host.environment(run_mode, os.path.abspath(PRELOAD))
+        what = "%s live %d %d under callgrind" % (mode, n, COUNT_M)
+        try:
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Failed("%s: still running after %d s" % (what, TIMEOUT))
+        if p.returncode != 0 or not [x for x in map(_LIVE.match, p.stdout.splitlines()) if x]:
+            tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+            raise Failed("%s: exit %d: %s" % (what, p.returncode, tail[:300]))
+        try:
+            with open(profile) as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise Failed("%s: no profile: %s" % (what, e.strerror))
+    totals = [int(x.split()[1]) for x in lines if x.startswith("totals:")]
+    # callgrind counts the calls made outside `measure` too (the warm-up's), but not their
+    # instructions: the lives' events are 2 * COUNT_M of them.
+    calls, events = scale_host.calls_to(lines, "scale_event")
+    if not totals or calls < 2 * COUNT_M:
+        raise Failed("%s: %s instructions counted, %d calls of scale_event (want at least %d)"
+                     % (what, totals or "no", calls, 2 * COUNT_M))
+    return scale_host.Count(totals[0] / COUNT_M, events / (2 * COUNT_M))
 
 
 def us(ns: float) -> str:
@@ -212,6 +265,8 @@ class Options:
     pending: list[int] = field(default_factory=lambda: list(PENDING))
     limit: int = LIMIT_IDS
     setup: list[int] = field(default_factory=lambda: list(SETUP))
+    counts: list[int] = field(default_factory=lambda: list(SIZES))
+    mimic: list[int] = field(default_factory=list)
     out: str | None = None
     plots: str | None = None
     slice: bool = False
@@ -235,15 +290,29 @@ SETTERS = {
     "--pending": lambda o, v: setattr(o, "pending", zero_or_more("--pending", v)),
     "--limit": lambda o, v: setattr(o, "limit", scale_host.one_number("--limit", v)),
     "--setup": lambda o, v: setattr(o, "setup", zero_or_more("--setup", v)),
+    "--counts": lambda o, v: setattr(o, "counts", [n for n in zero_or_more("--counts", v) if n]),
+    "--mimic": lambda o, v: setattr(o, "mimic", [n for n in zero_or_more("--mimic", v) if n]),
+    "--only": lambda o, v: only(o, v),
     "--out": lambda o, v: setattr(o, "out", v),
     "--plots": lambda o, v: setattr(o, "plots", v),
 }
 
 
+def only(o: Options, part: str) -> None:
+    """--only counts or --only mimic: that section alone."""
+    if part not in ("counts", "mimic"):
+        guest_mod.die(PROG, "--only takes counts or mimic, not %s" % part)
+    o.variants, o.pending, o.limit, o.setup = [], [], 0, []
+    if part == "mimic":
+        o.counts = []
+    else:
+        o.mimic = []
+
+
 def as_slice(o: Options) -> None:
     o.slice = True
     o.sizes, o.m, o.runs, o.variants = [10, 5000], 300, 1, ["acked"]
-    o.pending, o.limit, o.setup = [1000], LIMIT_IDS, []
+    o.pending, o.limit, o.setup, o.counts = [1000], LIMIT_IDS, [], []
 
 
 def options(argv: Sequence[str]) -> Options | None:
@@ -260,28 +329,44 @@ def write_plot(o: Options, name: str, svg: str, figures: list[str], caption: str
     figures.append("![%s](%s)" % (caption, name))
 
 
-def setup_section(o: Options, sizes: Sequence[int]) -> list[str]:
+def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list[str]:
     """cmtime (rdmacm-utils) setting up SIZES connections at once, raw and under the preload:
-    each step's time, the least total of the runs."""
+    each step's time, of the run whose total is the median. MIMIC: cmtime's mimic mode (-m 0,
+    rdma-core 56 on: no QP made or modified, so past the device's QPs)."""
     os.makedirs(cm_setup.OUT, exist_ok=True)
     steps = cm_setup.STEPS[:-1]
     head = "| step | " + " | ".join(
         "%s ms | over raw" % m if m != "raw" else "raw ms" for m in SETUP_MODES) + " |"
-    out = ["### Connection setup at scale: cmtime",
+    flag = " -m 0" if mimic else ""
+    out = ["### Connection setup at scale: cmtime" + ("'s mimic mode" if mimic else ""),
            "",
-           "`cmtime -b $RXE_ADDR -c N` and `cmtime -s $RXE_ADDR -c N` in the guest (both sides "
-           "under the same environment: no preload, or the preload in safe or audit mode), the "
-           "least total of %d runs; each step is all N connections' (cmtime's own table, ms). "
-           "Connections per second: N over the total." % o.runs, ""]
+           "`cmtime -b $RXE_ADDR -c N%s` and `cmtime -s $RXE_ADDR -c N%s` in the guest (both "
+           "sides under the same environment: no preload, or the preload in safe or audit "
+           "mode), the run of median total of %d; each step is all N connections' (cmtime's own "
+           "table, ms). Connections per second: N over the total." % (
+               flag + (" -q %d" % MIMIC_SERVER_QPN if mimic else ""), flag, o.runs)]
+    if mimic:
+        out[-1] += (" In mimic mode cmtime makes no QP: its create qp and the QP's moves in "
+                    "connect are a sleep of 0 µs, so the CM alone is timed, past the number of "
+                    "QPs the device allows.")
+    out.append("")
     for n in sizes:
-        bench = cm_setup.Bench(os.environ["RXE_ADDR"], n, os.path.abspath(PRELOAD))
+        # Without QPs cmtime numbers each side's connections from its -q (1000 by default): on
+        # one address both sides would give the same numbers, and the CM rejects the second
+        # connection with a QP number it already knows from that address (stale connection).
+        bench = cm_setup.Bench(os.environ["RXE_ADDR"], n, os.path.abspath(PRELOAD),
+                               ["-m", "0"] if mimic else [],
+                               ["-q", str(MIMIC_SERVER_QPN)] if mimic else [])
         best: dict[str, dict[str, float]] = {}
         for mode in SETUP_MODES:
-            for r in range(o.runs):
-                got = {k: float(v) for k, v in bench.cmtime(mode, "scale-%s-%d-%d" % (mode, n, r))}
+            tried = []
+            for r in range(max(o.runs, 1)):
+                label = "scale-%s%s-%d-%d" % (mode, "-mimic" if mimic else "", n, r)
+                got = {k: float(v) for k, v in bench.cmtime(mode, label)}
                 got["total"] = sum(got.get(k, 0.0) for k in steps)
-                if mode not in best or got["total"] < best[mode]["total"]:
-                    best[mode] = got
+                tried.append(got)
+            tried.sort(key=lambda t: t["total"])
+            best[mode] = tried[(len(tried) - 1) // 2]
             say("setup %s %d: %.0f ms" % (mode, n, best[mode]["total"]))
         rows = ["#### %s connections" % "{:,}".format(n), "", head,
                 "|---|" + "---:|" * (2 * len(SETUP_MODES) - 1)]
@@ -311,12 +396,17 @@ def main(argv: Sequence[str]) -> int:
     if o is None:
         print(USAGE, file=sys.stderr)
         return 2
-    for need, how in ((BIN, "make target/bench/scale_live"), (PRELOAD, "make preload")):
+    needs = [(PRELOAD, "make preload")]
+    if o.variants or o.pending or o.limit or o.counts:
+        needs.append((BIN, "make target/bench/scale_live"))
+    for need, how in needs:
         if not os.path.exists(need):
             guest_mod.die(PROG, "%s is missing (%s)" % (need, how), 1)
     if not os.environ.get("RXE_ADDR"):
         guest_mod.die(PROG, "RXE_ADDR is not set: run it in the guest (scripts/rxe-vm)", 1)
     body: list[str] = []
+    counts: list[str] = []
+    mimic: list[str] = []
     figures: list[str] = []
     problems: list[str] = []
     memory: list[str] = []
@@ -375,14 +465,14 @@ def main(argv: Sequence[str]) -> int:
             for p in o.pending:
                 cells = []
                 for mode in o.modes:
-                    best = None
-                    for _ in range(o.runs):
+                    means = []
+                    for _ in range(max(o.runs, 1)):
                         g = run(mode, ["pending", str(p), str(DESTROYS)], _PENDING).groups()
                         if int(g[2]) != p:
                             problems.append("%s: %s of %d pending events got after the "
                                             "destroys" % (mode, g[2], p))
-                        best = int(g[1]) if best is None else min(best, int(g[1]))
-                    assert best is not None
+                        means.append(int(g[1]))
+                    best = median(means)
                     cells.append(best)
                     series[mode].append((max(p, 1), best / 1000))
                     say("pending %s %d: %s µs per destroy" % (mode, p, us(best)))
@@ -391,7 +481,7 @@ def main(argv: Sequence[str]) -> int:
             body += ["### rdma_destroy_id with events pending on its channel",
                      "",
                      "P ids on one channel resolved and their events left unread; then %d ids "
-                     "made on the same channel and destroyed, each destroy timed (the least "
+                     "made on the same channel and destroyed, each destroy timed (the median "
                      "mean of the runs). The kernel walks the channel's pending events at each "
                      "destroy; every pending event is got afterwards, in each mode." % DESTROYS,
                      ""] + rows + [""]
@@ -421,6 +511,28 @@ def main(argv: Sequence[str]) -> int:
                      ""] + rows + [""]
         if [n for n in o.setup if n > 0]:
             body += setup_section(o, [n for n in o.setup if n > 0])
+        if o.mimic:
+            mimic = [MIMIC_HEADING, ""] + setup_section(o, o.mimic, mimic=True)
+        if o.counts:
+            counted: dict[tuple[str, int], scale_host.Count] = {}
+            for mode in o.modes:
+                for n in o.counts:
+                    c = counted[(mode, n)] = count(mode, n, o.warm)
+                    say("count %s %d: %.0f instructions per id life, %.0f per event"
+                        % (mode, n, c.life, c.event))
+            table, over = scale_host.cost_table(counted, o.modes, o.counts)
+            problems += over
+            counts = [COUNT_HEADING,
+                      "",
+                      "`scripts/scale-live --counts %s` in the Soft-RoCE guest: the lives of the "
+                      "section above (%d of them, after the same warm-up) beside N live ids, each "
+                      "held id's ADDR_RESOLVED acked, one event channel, under valgrind's "
+                      "callgrind: the user-space instructions of the whole process inside the "
+                      "timed lives only (the program, librdmacm and libibverbs, and the preload "
+                      "or libcmsafe; the kernel's are not counted), per id life, and per event "
+                      "for its get and release. audit runs with CMSAFE_GUARD=mprotect (valgrind "
+                      "has no userfaultfd). A ratio above %.2f fails the run." % (
+                          ",".join(map(str, o.counts)), COUNT_M, scale_host.LIMIT), ""] + table
     except Failed as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
@@ -433,18 +545,27 @@ def main(argv: Sequence[str]) -> int:
                 f.write(old_range)
     intro = ("`scripts/scale-live --m %d --warm %d --runs %d` in the Soft-RoCE guest "
              "(bench/scale_live.c): raw librdmacm, the API, the preload in audit and safe mode, "
-             "one after another in one guest; times are the least of %d runs, each size over "
+             "one after another in one guest; times are the median of %d runs, each size over "
              "10 ids, and each mode's growth over raw's. A guest is not a bare machine: the "
              "ratios are the figures to read, not the microseconds. Each resolved id holds a "
              "local port of the kernel's ephemeral range (net.ipv4.ip_local_port_range, 28,232 "
              "ports by default): past that many resolved ids on one address rdma_resolve_addr "
              "fails with EADDRNOTAVAIL, raw librdmacm as well, so a run of more widens it to "
              "%s for its time." % (o.m, o.warm, o.runs, o.runs, WIDE_RANGE))
-    new = [HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else []) + body
-    print("\n".join(new))
+    sections = []
+    if body:
+        sections.append(([HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else [])
+                         + body, HEADING))
+    if counts:
+        sections.append((counts, COUNT_HEADING))
+    if mimic:
+        sections.append((mimic, MIMIC_HEADING))
+    for new, heading in sections:
+        print("\n".join(new))
     if o.out:
         try:
-            scale_host.replace_section(o.out, new, HEADING)
+            for new, heading in sections:
+                scale_host.replace_section(o.out, new, heading)
         except OSError as e:
             print("%s: %s: %s" % (PROG, e.filename, e.strerror), file=sys.stderr)
             return 1
