@@ -293,6 +293,16 @@ impl Slab {
         Ok(list)
     }
 
+    /// Bytes of the slab committed (readable and writable), over every class: they are never
+    /// given back, so this is the most its slots ever held.
+    pub(crate) fn committed(&self) -> usize {
+        // Relaxed: a figure for a summary, ordered with nothing.
+        self.classes
+            .iter()
+            .map(|c| c.committed.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// A never-used slot, committing more of the range when needed.
     fn take_fresh(&self, class: usize, list: &mut FreeList) -> Option<u32> {
         let size = self.sizes[class];

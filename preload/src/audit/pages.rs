@@ -106,6 +106,17 @@ pub static RING_PAGES: ForkSafeMutex<Ring> = ForkSafeMutex::new(Ring {
     looked: 0,
 });
 
+/// Pages in the ring once it was mapped (0 before: no event was closed), for the exit summary:
+/// the ring only grows, so this is the most it ever had.
+static RING_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The pages the ring has had at most (each a page of memory once used; with userfaultfd an
+/// acked page is emptied again).
+pub fn ring_pages() -> usize {
+    // Relaxed: a figure for the exit summary.
+    RING_SIZE.load(Ordering::Relaxed)
+}
+
 enum Lap {
     Found(usize),
     Full,
@@ -192,6 +203,7 @@ fn take_page(occupant: Occupant) -> Option<usize> {
             Lap::Full => {
                 let old = r.limit;
                 r.limit = (old + GROW).min(PAGES);
+                RING_SIZE.store(r.limit, Ordering::Relaxed);
                 r.cursor = old;
                 r.opened_end = old;
             }
@@ -233,6 +245,7 @@ fn map_base() -> Option<usize> {
     // Acquire on failure: the winner's mapping, as above.
     match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
+            RING_SIZE.fetch_max(GROW, Ordering::Relaxed);
             if let Some(line) = choose_guard(p as usize, size) {
                 crate::sys::cancel::say_err!("{line}");
             }

@@ -184,6 +184,22 @@ fn json_string(s: &str) -> String {
     out
 }
 
+/// The exit summary's line of the preload's own memory, each part the most it ever held (none is
+/// given back): its tables (bytes its allocator mapped), the event copies' slab (bytes
+/// committed), audit's page ring (pages; 0, and left out, when no event was closed).
+pub fn own_memory_line(tables: usize, copies: usize, pages: usize) -> String {
+    let mut s = format!(
+        "==cmsafe==   own memory at its most: tables {} KiB, copies {} KiB",
+        tables.div_ceil(1024),
+        copies.div_ceil(1024)
+    );
+    if pages > 0 {
+        let _ = write!(s, ", audit pages {pages}");
+    }
+    s.push('\n');
+    s
+}
+
 /// The exit summary's first lines: the process, its events by type, how long they were held
 /// (the findings' lines follow, audit/sink.rs).
 pub fn summary_head(
@@ -213,4 +229,21 @@ pub fn summary_head(
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_memory_in_kib_rounded_up_and_pages_when_there_are() {
+        assert_eq!(
+            own_memory_line(300_000, 1 << 20, 0),
+            "==cmsafe==   own memory at its most: tables 293 KiB, copies 1024 KiB\n"
+        );
+        assert_eq!(
+            own_memory_line(1, 0, 4096),
+            "==cmsafe==   own memory at its most: tables 1 KiB, copies 0 KiB, audit pages 4096\n"
+        );
+    }
 }

@@ -294,6 +294,11 @@ impl Ending {
         };
         let mut s =
             report::summary_head(mode, self.events, counts.total, &self.by_type, &self.held);
+        s.push_str(&report::own_memory_line(
+            crate::sys::alloc::mapped_most(),
+            cmsafe_core::event::copies_committed(),
+            crate::audit::pages::ring_pages(),
+        ));
         s.push_str(&counts.lines);
         if let Some(line) = extra {
             s.push_str(&line);

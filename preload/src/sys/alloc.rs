@@ -10,6 +10,7 @@
 //! bounded too. Blocks above the largest size are mappings of their own.
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cmsafe_core::fork_lock::ForkSafeMutex;
 
@@ -44,8 +45,25 @@ fn class(layout: &Layout) -> Option<usize> {
     SIZES.iter().position(|&s| s >= need)
 }
 
+/// Bytes mapped for the preload's blocks now, and the most there ever were: its tables' memory,
+/// said in the exit summary. Chunks are never given back, so only the blocks of their own (the
+/// largest) make the two differ.
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+static MOST: AtomicUsize = AtomicUsize::new(0);
+
 fn map(len: usize) -> usize {
-    cmsafe_core::mapping::Mapping::new(len).map_or(0, |m| m.leak() as usize)
+    let at = cmsafe_core::mapping::Mapping::new(len).map_or(0, |m| m.leak() as usize);
+    if at != 0 {
+        // Relaxed: figures for the exit summary, ordered with nothing else.
+        let now = MAPPED.fetch_add(len, Ordering::Relaxed) + len;
+        MOST.fetch_max(now, Ordering::Relaxed);
+    }
+    at
+}
+
+/// The most bytes the preload's allocator had mapped at once.
+pub fn mapped_most() -> usize {
+    MOST.load(Ordering::Relaxed)
 }
 
 /// Rounds `len` up to whole pages.
@@ -92,6 +110,7 @@ unsafe impl GlobalAlloc for Allocator {
         let Some(c) = class(&layout) else {
             // SAFETY: a mapping of its own, of this length (`alloc`).
             unsafe { libc::munmap(ptr.cast(), pages(layout.size())) };
+            MAPPED.fetch_sub(pages(layout.size()), Ordering::Relaxed);
             return;
         };
         let mut b = CLASSES[c].lock();
@@ -136,6 +155,7 @@ mod tests {
             let m = a.alloc(big);
             assert_eq!(m as usize % 4096, 0);
             m.write_bytes(1, 200_000);
+            assert!(mapped_most() >= 200_000, "a block of its own is counted");
             a.dealloc(m, big);
             let aligned = Layout::from_size_align(8, 256).unwrap();
             let r = a.alloc(aligned);

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use copy::{param_kind, ParamKind};
 pub use private_data::{PrivateData, MAX_PRIVATE_DATA};
+pub use slot::copies_committed;
 
 use crate::clock::coarse_ns;
 use crate::cm::{event_type_name, rdma_cm_event, rdma_cm_id, EventType};

@@ -104,6 +104,12 @@ const fn slot_sizes() -> [usize; CLASSES] {
 /// Where every event copy and private data buffer lives.
 static SLAB: Slab = Slab::new(slot_sizes(), "cmsafe_event");
 
+/// Bytes committed for event copies and private data, the most they ever took (the preload's
+/// exit summary says it).
+pub fn copies_committed() -> usize {
+    SLAB.committed()
+}
+
 /// The slab's shared lists, held across a fork (see `event::lock_for_fork`).
 pub(crate) fn lock_for_fork() {
     SLAB.lock_for_fork();
