@@ -24,6 +24,10 @@ extra=0
 case "$CMSAFE_MODE" in audit) extra=${AUDIT_EXTRA:-40};; safe) extra=100;; esac
 case "$1" in
 live) n=$3; kb=$(( n * (600 + extra) / 1024 ));
+      case "$CMSAFE_MODE" in
+      safe) echo "==cmsafe==   own memory at its most: tables $(( 3000 + n / 5 )) KiB, copies $(( 100 + n / 10 )) KiB" >&2;;
+      audit) echo "==cmsafe==   own memory at its most: tables $(( 3000 + n / 5 )) KiB, copies 0 KiB, audit pages $(( 4224 + n / 100 ))" >&2;;
+      esac
       echo "live n=$n m=$4 threads=$8 life_ns=$(( 1000 + n / 10 )) event_ns=$(( 100 + n / 100 )) cpu_us=5000 rss_kb=1000,$(( 1000 + kb )) slab_kb=10,$(( 10 + n ))";;
 pending) echo "pending p=$3 k=$4 destroy_ns=$(( 2000 + $3 )) got=$(( $3 - ${LOST:-0} ))";;
 limit) echo "limit made=$3 errno=none resolved=$(( 2 * $4 )) wrong=${WRONG:-0}";;
@@ -160,6 +164,46 @@ class StandinTest(unittest.TestCase):
                                         "\n## Real stack, instructions counted in the guest\n"),
                         text[:300])
         self.assertIn("| audit | 50000 | 9000 | 1.000 | 1000 | 1.000 |", text)
+
+    def test_own_memory_per_id_beside_vmrss(self):
+        rc, out, err = main_of(["--only", "own", "--own", "1000"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("## Real stack, the preload's own memory", out)
+        self.assertNotIn("### Time", out)
+        # tables: (3200 - 3002) KiB over 990 ids; copies (200 - 101) KiB; pages (4234 - 4224).
+        page = os.sysconf("SC_PAGE_SIZE")
+        self.assertIn("| safe | acked | 1000 | +100 | 205 | 102 | 0 | 307 |", out)
+        self.assertIn("| audit | held | 1000 | +41 | 205 | 0 | %.0f | %.0f |"
+                      % (10 * page / 990, 198 * 1024 / 990 + 10 * page / 990), out)
+        self.assertIn("| api | acked | 1000 | +0 | - | - | - | - |", out)
+
+    def test_a_preload_run_without_its_own_memory_line_is_named(self):
+        with open(self.bin) as f:
+            text = f.read()
+        with open(self.bin, "w") as f:
+            f.write(text.replace("own memory at its most", "summary"))
+        rc, _, err = main_of(["--only", "own", "--own", "1000"])
+        self.assertEqual(rc, 1)
+        self.assertIn("scale-live: audit live 10: no \"own memory\" line in the exit summary",
+                      err)
+
+    def test_the_tables_not_run_again_are_kept_and_said(self):
+        res = os.path.join(self.dir, "scale.md")
+        with open(res, "w") as f:
+            f.write("# t\n\n## Real stack, Soft-RoCE in the guest\n\n`scripts/scale-live --runs 2` "
+                    "in the guest; times are the least of 2 runs, each size over 10.\n\n"
+                    "### Time, one event channel, each held id's ADDR_RESOLVED acked\n\nold acked\n"
+                    "\n### Time, 16 threads running the lives, each on a channel of its own\n\n"
+                    "| old | threads |\n\n## Next\n\nnext\n")
+        rc, _, err = main_of(["--variants", "acked", "--sizes", "10", "--runs", "1", "--pending",
+                              "0", "--limit", "5", "--setup", "0", "--counts", "0", "--out", res])
+        self.assertEqual(rc, 0, err)
+        with open(res) as f:
+            text = f.read()
+        self.assertNotIn("old acked", text)
+        self.assertIn("### Time, 16 threads running the lives, each on a channel of its own\n\n"
+                      "Not run again: as `scripts/scale-live --runs 2` left it (its times the "
+                      "least of 2 runs).\n\n| old | threads |\n\n## Next\n\nnext\n", text)
 
     def test_a_profile_without_every_event_is_named(self):
         os.environ["CALLS"] = "399"

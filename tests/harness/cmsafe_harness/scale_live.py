@@ -13,12 +13,16 @@ libibverbs, and the preload or libcmsafe; not the kernel's), counted by callgrin
 timed lives only, at each of those sizes: deterministic where the times are not; a section of
 its own (COUNT_HEADING). --mimic: cmtime's mimic mode (-m 0, rdma-core 56 and later: trixie's
 root, scripts/rxe-vm --stack trixie) setting up N connections with no QP, past the device's QPs;
-a section of its own too (MIMIC_HEADING). --only counts, --only mimic: that section alone.
+a section of its own too (MIMIC_HEADING). --own: VmRSS per live id beside the preload's own
+account of its memory (its exit summary's "own memory at its most"), each over 10 ids, with
+the held ids' events acked and held (OWN_HEADING). --only counts|mimic|own: that section
+alone.
 
     scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
                        [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
                        [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]
-                       [--only counts|mimic] [--out FILE] [--plots DIR] [--slice]
+                       [--own N,N,...] [--only counts|mimic|own] [--out FILE] [--plots DIR]
+                       [--slice]
 
 Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
 over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
@@ -53,12 +57,15 @@ USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs
          "[--modes MODES]\n"
          "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
          "                          [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]\n"
-         "                          [--only counts|mimic] [--out FILE] [--plots DIR] [--slice]")
+         "                          [--own N,N,...] [--only counts|mimic|own] [--out FILE]\n"
+         "                          [--plots DIR] [--slice]")
 BIN = "target/bench/scale_live"
 PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
 HEADING = "## Real stack, Soft-RoCE in the guest"
 COUNT_HEADING = "## Real stack, instructions counted in the guest"
 MIMIC_HEADING = "## Real stack, cmtime's mimic mode (rdma-core 56 and later)"
+OWN_HEADING = "## Real stack, the preload's own memory"
+OWN_VARIANTS = ("acked", "held")
 M = 1000
 # 2,100 lives are 4,200 events: past audit's quarantine and safe mode's kept copies (4,096).
 WARM = 2100
@@ -131,10 +138,19 @@ _LIVE = re.compile(r"^live n=\d+ m=\d+ threads=\d+ life_ns=(\d+) event_ns=(\d+) 
                    r"rss_kb=(\d+),(\d+) slab_kb=(\d+),(\d+)$")
 _PENDING = re.compile(r"^pending p=(\d+) k=\d+ destroy_ns=(\d+) got=(\d+)$")
 _LIMIT = re.compile(r"^limit made=(\d+) errno=(\S+) resolved=(\d+) wrong=(\d+)$")
+_OWN = re.compile(r"^==cmsafe==   own memory at its most: tables (\d+) KiB, copies (\d+) KiB"
+                  r"(?:, audit pages (\d+))?$")
 
 
 def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[str]:
     """scale_live ARGS under MODE; the match of PATTERN in its output, or Failed."""
+    return run_full(mode, args, pattern)[0]
+
+
+def run_full(mode: str, args: Sequence[str],
+             pattern: re.Pattern[str]) -> tuple[re.Match[str], list[str]]:
+    """scale_live ARGS under MODE; the match of PATTERN in its output and its stderr's lines,
+    or Failed."""
     argv = [os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] + list(args[1:])
     env = scale_host.environment(mode, os.path.abspath(PRELOAD))
     try:
@@ -145,7 +161,63 @@ def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[st
     if p.returncode != 0 or not found:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise Failed("%s %s: exit %d: %s" % (mode, " ".join(args), p.returncode, tail[:300]))
-    return found[0]
+    return found[0], p.stderr.splitlines()
+
+
+@dataclass
+class Own:
+    rss_kb: int  # VmRSS the N ids added
+    tables_kb: int  # the preload's own, at its most (its exit summary)
+    copies_kb: int
+    pages: int
+
+
+def own(mode: str, n: int, warm: int, hold: str) -> Own:
+    """N ids made after the warm-up and no timed lives: what they added to VmRSS, and what the
+    preload's exit summary says it held at its most."""
+    m, err = run_full(mode, ["live", str(n), "0", str(warm), hold, "1", "1"], _LIVE)
+    said = [x for x in map(_OWN.match, err) if x]
+    if mode not in ("raw", "api") and not said:
+        raise Failed("%s live %d: no \"own memory\" line in the exit summary" % (mode, n))
+    g = said[0].groups() if said else ("0", "0", None)
+    return Own(int(m.group(5)) - int(m.group(4)), int(g[0]), int(g[1]), int(g[2] or 0))
+
+
+def own_section(o: "Options") -> list[str]:
+    """VmRSS per live id beside what the preload says it holds at its most, each over 10 ids
+    (the warm-up's share alike in both), per mode and variant."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    rows = ["| mode | variant | live ids | VmRSS per id over raw | the preload's own per id: "
+            "tables | copies | audit pages | all three |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for variant in OWN_VARIANTS:
+        got = {(mode, n): own(mode, n, o.warm, variant) for mode in o.modes
+               for n in [10] + o.own}
+        for n in o.own:
+            raw = got[("raw", n)].rss_kb * 1024 / n
+            for mode in o.modes:
+                r, b = got[(mode, n)], got[(mode, 10)]
+                parts = [(r.tables_kb - b.tables_kb) * 1024 / (n - 10),
+                         (r.copies_kb - b.copies_kb) * 1024 / (n - 10),
+                         (r.pages - b.pages) * page / (n - 10)]
+                preload = mode not in ("raw", "api")
+                rows.append("| %s | %s | %d | %s | %s |" % (
+                    mode, variant, n,
+                    "(base)" if mode == "raw" else "%+.0f" % (r.rss_kb * 1024 / n - raw),
+                    " | ".join(["%.0f" % v for v in parts] + ["%.0f" % sum(parts)]) if preload
+                    else "- | - | - | -"))
+                say("own %s %s %d: %s" % (variant, mode, n, rows[-1]))
+    return [OWN_HEADING,
+            "",
+            "`scripts/scale-live --only own --own %s` in the Soft-RoCE guest: the N ids made "
+            "after the same warm-up, and no lives; VmRSS they added, per id, over raw's; and "
+            "what the preload's exit summary says it held at its most (`own memory at its "
+            "most`: the bytes its allocator mapped for its tables, the bytes committed for "
+            "event copies, the pages of audit's ring; none is ever given back, so the most is "
+            "what the N ids made it reach), less the same at 10 ids, per id. The allocator's "
+            "figure counts a table's old and new blocks both while it grows, and whole chunks "
+            "of 256 KiB mapped: above what the ids keep resident." % ",".join(map(str, o.own)),
+            ""] + rows
 
 
 def median(values: Sequence[int]) -> int:
@@ -267,6 +339,7 @@ class Options:
     setup: list[int] = field(default_factory=lambda: list(SETUP))
     counts: list[int] = field(default_factory=lambda: list(SIZES))
     mimic: list[int] = field(default_factory=list)
+    own: list[int] = field(default_factory=list)
     out: str | None = None
     plots: str | None = None
     slice: bool = False
@@ -292,6 +365,7 @@ SETTERS = {
     "--setup": lambda o, v: setattr(o, "setup", zero_or_more("--setup", v)),
     "--counts": lambda o, v: setattr(o, "counts", [n for n in zero_or_more("--counts", v) if n]),
     "--mimic": lambda o, v: setattr(o, "mimic", [n for n in zero_or_more("--mimic", v) if n]),
+    "--own": lambda o, v: setattr(o, "own", [n for n in zero_or_more("--own", v) if n > 10]),
     "--only": lambda o, v: only(o, v),
     "--out": lambda o, v: setattr(o, "out", v),
     "--plots": lambda o, v: setattr(o, "plots", v),
@@ -299,14 +373,16 @@ SETTERS = {
 
 
 def only(o: Options, part: str) -> None:
-    """--only counts or --only mimic: that section alone."""
-    if part not in ("counts", "mimic"):
-        guest_mod.die(PROG, "--only takes counts or mimic, not %s" % part)
+    """--only counts, mimic or own: that section alone (own at the sizes of 1,000 and up)."""
+    if part not in ("counts", "mimic", "own"):
+        guest_mod.die(PROG, "--only takes counts, mimic or own, not %s" % part)
     o.variants, o.pending, o.limit, o.setup = [], [], 0, []
-    if part == "mimic":
+    if part != "counts":
         o.counts = []
-    else:
+    if part != "mimic":
         o.mimic = []
+    if part == "own" and not o.own:
+        o.own = [n for n in SIZES if n >= 1000]
 
 
 def as_slice(o: Options) -> None:
@@ -385,6 +461,39 @@ def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list
     return out
 
 
+def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
+    """The "### " parts of PATH's section under HEADING that BODY does not make again (a run of
+    some variants only), each with a line saying which earlier run made them."""
+    try:
+        with open(path or "") as f:
+            old = f.read().splitlines()
+    except OSError:
+        return []
+    if heading not in old:
+        return []
+    start = old.index(heading) + 1
+    end = next((i for i in range(start, len(old)) if old[i].startswith("## ")), len(old))
+    section = old[start:end]
+    intro = next((line for line in section if line.startswith("`scripts/scale-live")), "")
+    cmd = intro[1:intro.index("`", 1)] if intro.count("`") >= 2 else "an earlier run"
+    stat = re.search(r"times are the (\w+ of \d+ runs)", intro)
+    note = "Not run again: as `%s` left it (its times the %s)." % (
+        cmd, stat.group(1) if stat else "figures it said")
+    made = {line for line in body if line.startswith("### ")}
+    out: list[str] = []
+    part: list[str] = []
+    for line in section + ["### "]:
+        if line.startswith("### "):
+            if part and part[0] not in made:
+                while part[-1] == "":
+                    part.pop()
+                out += ([""] if out else []) + [part[0], "", note] + part[1:]
+            part = [line]
+        elif part:
+            part.append(line)
+    return out
+
+
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -397,7 +506,7 @@ def main(argv: Sequence[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     needs = [(PRELOAD, "make preload")]
-    if o.variants or o.pending or o.limit or o.counts:
+    if o.variants or o.pending or o.limit or o.counts or o.own:
         needs.append((BIN, "make target/bench/scale_live"))
     for need, how in needs:
         if not os.path.exists(need):
@@ -407,6 +516,7 @@ def main(argv: Sequence[str]) -> int:
     body: list[str] = []
     counts: list[str] = []
     mimic: list[str] = []
+    owned: list[str] = []
     figures: list[str] = []
     problems: list[str] = []
     memory: list[str] = []
@@ -513,6 +623,8 @@ def main(argv: Sequence[str]) -> int:
             body += setup_section(o, [n for n in o.setup if n > 0])
         if o.mimic:
             mimic = [MIMIC_HEADING, ""] + setup_section(o, o.mimic, mimic=True)
+        if o.own:
+            owned = own_section(o)
         if o.counts:
             counted: dict[tuple[str, int], scale_host.Count] = {}
             for mode in o.modes:
@@ -554,12 +666,15 @@ def main(argv: Sequence[str]) -> int:
              "%s for its time." % (o.m, o.warm, o.runs, o.runs, WIDE_RANGE))
     sections = []
     if body:
+        body += kept_from(o.out, HEADING, body)
         sections.append(([HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else [])
                          + body, HEADING))
     if counts:
         sections.append((counts, COUNT_HEADING))
     if mimic:
         sections.append((mimic, MIMIC_HEADING))
+    if owned:
+        sections.append((owned, OWN_HEADING))
     for new, heading in sections:
         print("\n".join(new))
     if o.out:
