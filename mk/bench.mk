@@ -107,8 +107,9 @@ scale-host: deps preload host-tests ## bench: cost and memory as live ids grow t
 
 # The same on the real stack (bench/scale_live.c in the Soft-RoCE guest, scripts/scale-live):
 # time per event and per id life against raw librdmacm's own (the median of 3 runs), memory per
-# live id, destroys beside events pending, ids past librdmacm's table, cmtime with thousands of
-# connections, and the loop's user-space instructions under callgrind; then cmtime's mimic mode
+# live id (VmRSS, and the preload's own account beside it), destroys beside events pending, ids
+# past librdmacm's table, cmtime with thousands of connections, and the loop's user-space
+# instructions under callgrind; then cmtime's mimic mode
 # (no QPs: rdma-core 56, so in trixie's guest) with 10,000 connections. Their sections of
 # bench/results/scale.md and a plot per figure (bench/results/scale-*.svg). About 75 minutes
 # after scale-host's 10. A guest writes under its target/ only (the tree is read-only there, and
@@ -118,7 +119,8 @@ SCALE_TRIXIE := target/stacks/trixie/target/scale-bench
 bench-scale: scale-host $(BENCH)/scale_live ## bench: live ids to 50,000, host counts and the real stack, with plots
 	@mkdir -p target/scale-bench $(SCALE_TRIXIE)
 	cp bench/results/scale.md target/scale-bench/scale.md
-	$(RXE_VM) -- scripts/scale-live --out target/scale-bench/scale.md --plots target/scale-bench
+	$(RXE_VM) -- scripts/scale-live --own 1000,10000,50000 --out target/scale-bench/scale.md \
+	  --plots target/scale-bench
 	cp target/scale-bench/scale.md $(SCALE_TRIXIE)/scale.md
 	$(RXE_VM) --stack trixie -- scripts/scale-live --only mimic --mimic 10000 \
 	  --out target/scale-bench/scale.md

@@ -139,6 +139,8 @@ class StandinTest(unittest.TestCase):
         self.assertIn("## Real stack, instructions counted in the guest", out)
         self.assertIn("| safe | 50000 | 9000 | 1.000 | 1000 | 1.000 |", out)
         self.assertIn("| api | 10 | 9000 | 1.000 | 1000 | 1.000 |", out)
+        self.assertIn("| mode | instructions, 0 pending | 10000 pending | ratio |", out)
+        self.assertIn("| safe | 9000 | 9000 | 1.000 |", out)
 
     def test_counts_that_grow_fail_the_run(self):
         os.environ["SAFE_GROW"] = "150"
@@ -149,6 +151,8 @@ class StandinTest(unittest.TestCase):
                       "times those at 10", err)
         self.assertIn("scale-live: safe at 50000 ids: 1150 instructions per event, 1.150 "
                       "times those at 10", err)
+        self.assertIn("scale-live: safe: 10350 instructions per create and destroy beside 10000 "
+                      "pending events, 1.150 times those beside none", err)
         self.assertNotIn("audit at", err)
 
     def test_counts_alone_are_a_section_of_their_own(self):

@@ -241,40 +241,63 @@ def live(mode: str, n: int, m: int, warm: int, variant: str, runs: int) -> Live:
     return r
 
 
-def count(mode: str, n: int, warm: int) -> scale_host.Count:
-    """User-space instructions per id life and per event (get and release) of COUNT_M lives
-    beside N live ids, acked, one channel: callgrind collects inside scale_live's `measure`
-    only, and `scale_event` is one event's get and release."""
+def callgrind(mode: str, collect: str, args: Sequence[str],
+              pattern: re.Pattern[str]) -> list[str]:
+    """scale_live ARGS under MODE and callgrind, collecting inside COLLECT only: the profile's
+    lines (PATTERN must match a line of the program's output)."""
     # audit's first guard, userfaultfd(2), is a system call valgrind does not know.
     run_mode = "audit+mprotect" if mode == "audit" else mode
     with tempfile.TemporaryDirectory(prefix="scale-live-count-") as d:
         profile = os.path.join(d, "callgrind.out")
-        argv = [VALGRIND, "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=measure",
-                "--callgrind-out-file=" + profile, os.path.abspath(BIN), "live",
-                "api" if mode == "api" else "raw", str(n), str(COUNT_M), str(warm), "acked",
-                "1", "1"]
+        argv = [VALGRIND, "--tool=callgrind", "--collect-atstart=no",
+                "--toggle-collect=" + collect, "--callgrind-out-file=" + profile,
+                os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] + list(args[1:])
         env = scale_host.environment(run_mode, os.path.abspath(PRELOAD))
-        what = "%s live %d %d under callgrind" % (mode, n, COUNT_M)
+        what = "%s %s under callgrind" % (mode, " ".join(args))
         try:
             p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             raise Failed("%s: still running after %d s" % (what, TIMEOUT))
-        if p.returncode != 0 or not [x for x in map(_LIVE.match, p.stdout.splitlines()) if x]:
+        if p.returncode != 0 or not [x for x in map(pattern.match, p.stdout.splitlines()) if x]:
             tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
             raise Failed("%s: exit %d: %s" % (what, p.returncode, tail[:300]))
         try:
             with open(profile) as f:
-                lines = f.read().splitlines()
+                return f.read().splitlines()
         except OSError as e:
             raise Failed("%s: no profile: %s" % (what, e.strerror))
-    totals = [int(x.split()[1]) for x in lines if x.startswith("totals:")]
+
+
+def totals(lines: Sequence[str]) -> int | None:
+    return next((int(x.split()[1]) for x in lines if x.startswith("totals:")), None)
+
+
+def count(mode: str, n: int, warm: int) -> scale_host.Count:
+    """User-space instructions per id life and per event (get and release) of COUNT_M lives
+    beside N live ids, acked, one channel: callgrind collects inside scale_live's `measure`
+    only, and `scale_event` is one event's get and release."""
+    args = ["live", str(n), str(COUNT_M), str(warm), "acked", "1", "1"]
+    lines = callgrind(mode, "measure", args, _LIVE)
+    total = totals(lines)
     # callgrind counts the calls made outside `measure` too (the warm-up's), but not their
     # instructions: the lives' events are 2 * COUNT_M of them.
     calls, events = scale_host.calls_to(lines, "scale_event")
-    if not totals or calls < 2 * COUNT_M:
-        raise Failed("%s: %s instructions counted, %d calls of scale_event (want at least %d)"
-                     % (what, totals or "no", calls, 2 * COUNT_M))
-    return scale_host.Count(totals[0] / COUNT_M, events / (2 * COUNT_M))
+    if total is None or calls < 2 * COUNT_M:
+        raise Failed("%s live %d %d under callgrind: %s instructions counted, %d calls of "
+                     "scale_event (want at least %d)" % (mode, n, COUNT_M,
+                                                         [total] if total else "no", calls,
+                                                         2 * COUNT_M))
+    return scale_host.Count(total / COUNT_M, events / (2 * COUNT_M))
+
+
+def count_pending(mode: str, p: int) -> float:
+    """User-space instructions per rdma_create_id and rdma_destroy_id beside P events pending
+    on the channel (callgrind inside scale_live's `timed_destroys` only)."""
+    total = totals(callgrind(mode, "timed_destroys", ["pending", str(p), str(DESTROYS)],
+                             _PENDING))
+    if not total:
+        raise Failed("%s pending %d under callgrind: no instructions counted" % (mode, p))
+    return total / DESTROYS
 
 
 def us(ns: float) -> str:
@@ -634,6 +657,21 @@ def main(argv: Sequence[str]) -> int:
                         % (mode, n, c.life, c.event))
             table, over = scale_host.cost_table(counted, o.modes, o.counts)
             problems += over
+            most = max([n for n in o.pending if n] or [PENDING[-1]])
+            pend = ["", "Per rdma_create_id and rdma_destroy_id (%d of each) on a channel with "
+                    "none and with %d events pending in the kernel, the same way "
+                    "(scale_live's `timed_destroys`):" % (DESTROYS, most), "",
+                    "| mode | instructions, 0 pending | %d pending | ratio |" % most,
+                    "|---|---:|---:|---:|"]
+            for mode in o.modes:
+                a, b = count_pending(mode, 0), count_pending(mode, most)
+                pend.append("| %s | %.0f | %.0f | %.3f |" % (mode, a, b, b / a))
+                say("count pending %s: %.0f, %.0f" % (mode, a, b))
+                if b / a > scale_host.LIMIT:
+                    problems.append("%s: %.0f instructions per create and destroy beside %d "
+                                    "pending events, %.3f times those beside none"
+                                    % (mode, b, most, b / a))
+            table += pend
             counts = [COUNT_HEADING,
                       "",
                       "`scripts/scale-live --counts %s` in the Soft-RoCE guest: the lives of the "
