@@ -209,6 +209,27 @@ class StandinTest(unittest.TestCase):
                       "Not run again: as `scripts/scale-live --runs 2` left it (its times the "
                       "least of 2 runs).\n\n| old | threads |\n\n## Next\n\nnext\n", text)
 
+    def test_only_time_keeps_the_rest_of_the_section(self):
+        res = os.path.join(self.dir, "scale.md")
+        with open(res, "w") as f:
+            f.write("# t\n\n## Real stack, Soft-RoCE in the guest\n\n`scripts/scale-live --runs 3` "
+                    "in the guest; times are the median of 3 runs.\n\n![a](scale-event.svg)\n\n"
+                    "### Time, one event channel, each held id's ADDR_RESOLVED acked\n\nacked\n\n"
+                    "### Memory per live id\n\nmemory\n\n### Time, 16 threads running the lives, "
+                    "each on a channel of its own\n\nold threads\n")
+        rc, _, err = main_of(["--only", "time", "--variants", "threads", "--sizes", "10",
+                              "--runs", "1", "--out", res])
+        self.assertEqual(rc, 0, err)
+        with open(res) as f:
+            text = f.read()
+        self.assertNotIn("old threads", text)
+        self.assertIn("| safe | 10 | 1.0 | 1.00 | 0.1 | 1.00 | 1.00 | 5 |", text)
+        self.assertIn("\n![a](scale-event.svg)\n", text)
+        self.assertIn("### Memory per live id\n\nNot run again: as `scripts/scale-live --runs 3` "
+                      "left it (its times the median of 3 runs).\n\nmemory", text)
+        self.assertIn("acked\n", text)
+        self.assertNotIn("### Past librdmacm", text)
+
     def test_a_profile_without_every_event_is_named(self):
         os.environ["CALLS"] = "399"
         rc, _, err = self.counted()

@@ -16,13 +16,13 @@ root, scripts/rxe-vm --stack trixie) setting up N connections with no QP, past t
 a section of its own too (MIMIC_HEADING). --own: VmRSS per live id beside the preload's own
 account of its memory (its exit summary's "own memory at its most"), each over 10 ids, with
 the held ids' events acked and held (OWN_HEADING). --only counts|mimic|own: that section
-alone.
+alone; --only time: the time tables of --variants alone, the rest of the section as it was.
 
     scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
                        [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
                        [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]
-                       [--own N,N,...] [--only counts|mimic|own] [--out FILE] [--plots DIR]
-                       [--slice]
+                       [--own N,N,...] [--only counts|mimic|own|time] [--out FILE]
+                       [--plots DIR] [--slice]
 
 Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
 over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
@@ -57,7 +57,7 @@ USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs
          "[--modes MODES]\n"
          "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
          "                          [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]\n"
-         "                          [--own N,N,...] [--only counts|mimic|own] [--out FILE]\n"
+         "                          [--own N,N,...] [--only counts|mimic|own|time] [--out FILE]\n"
          "                          [--plots DIR] [--slice]")
 BIN = "target/bench/scale_live"
 PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
@@ -363,6 +363,7 @@ class Options:
     counts: list[int] = field(default_factory=lambda: list(SIZES))
     mimic: list[int] = field(default_factory=list)
     own: list[int] = field(default_factory=list)
+    time_only: bool = False  # --only time: the variants' time tables, no memory table
     out: str | None = None
     plots: str | None = None
     slice: bool = False
@@ -396,10 +397,14 @@ SETTERS = {
 
 
 def only(o: Options, part: str) -> None:
-    """--only counts, mimic or own: that section alone (own at the sizes of 1,000 and up)."""
-    if part not in ("counts", "mimic", "own"):
-        guest_mod.die(PROG, "--only takes counts, mimic or own, not %s" % part)
-    o.variants, o.pending, o.limit, o.setup = [], [], 0, []
+    """--only counts, mimic or own: that section alone (own at the sizes of 1,000 and up);
+    --only time: the time tables of --variants alone (the rest of the section kept)."""
+    if part not in ("counts", "mimic", "own", "time"):
+        guest_mod.die(PROG, "--only takes counts, mimic, own or time, not %s" % part)
+    o.time_only = part == "time"
+    if not o.time_only:
+        o.variants = []
+    o.pending, o.limit, o.setup = [], 0, []
     if part != "counts":
         o.counts = []
     if part != "mimic":
@@ -484,9 +489,8 @@ def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list
     return out
 
 
-def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
-    """The "### " parts of PATH's section under HEADING that BODY does not make again (a run of
-    some variants only), each with a line saying which earlier run made them."""
+def old_section(path: str | None, heading: str) -> list[str]:
+    """The lines of PATH's section under HEADING, to the next "## " heading (none: [])."""
     try:
         with open(path or "") as f:
             old = f.read().splitlines()
@@ -496,7 +500,18 @@ def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
         return []
     start = old.index(heading) + 1
     end = next((i for i in range(start, len(old)) if old[i].startswith("## ")), len(old))
-    section = old[start:end]
+    return old[start:end]
+
+
+def old_figures(path: str | None, heading: str) -> list[str]:
+    """The plots PATH's section under HEADING shows (a run that drew none keeps them)."""
+    return [line for line in old_section(path, heading) if line.startswith("![")][:1]
+
+
+def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
+    """The "### " parts of PATH's section under HEADING that BODY does not make again (a run of
+    some variants only), each with a line saying which earlier run made them."""
+    section = old_section(path, heading)
     intro = next((line for line in section if line.startswith("`scripts/scale-live")), "")
     cmd = intro[1:intro.index("`", 1)] if intro.count("`") >= 2 else "an earlier run"
     stat = re.search(r"times are the (\w+ of \d+ runs)", intro)
@@ -580,7 +595,7 @@ def main(argv: Sequence[str]) -> int:
                                plot.line_plot("Resident memory per live id (Soft-RoCE)",
                                               "live cm_ids", "bytes per id (VmRSS)", series),
                                figures, "bytes per live id against live ids")
-        if memory:
+        if memory and not o.time_only:
             body += ["### Memory per live id",
                      "",
                      "VmRSS after the N ids were made less VmRSS after the warm-up, over N; and "
@@ -705,6 +720,8 @@ def main(argv: Sequence[str]) -> int:
     sections = []
     if body:
         body += kept_from(o.out, HEADING, body)
+        if not figures:
+            figures = old_figures(o.out, HEADING)
         sections.append(([HEADING, "", intro, ""] + ([" ".join(figures), ""] if figures else [])
                          + body, HEADING))
     if counts:
