@@ -50,7 +50,7 @@
 
 enum {
     STORM_TOKEN_MAX = 56,  /* RoCE carries 56 bytes of CONNECT_REQUEST private data */
-    STORM_MAX_CONNS = 4096,
+    STORM_MAX_CONNS = 16384, /* past the 5,000 a target holds in a storm of its own */
     STORM_REPLY_LEN = 12,  /* the server's accept private data: "ok:<index>" */
     STORM_RECVS = 2,       /* receives each QP keeps posted for its peer's heartbeats */
     STORM_RECVS_IWARP = 64, /* the same on iWARP (storm_recvs) */
