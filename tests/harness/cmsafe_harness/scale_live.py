@@ -147,20 +147,24 @@ def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[st
     return run_full(mode, args, pattern)[0]
 
 
-def run_full(mode: str, args: Sequence[str],
-             pattern: re.Pattern[str]) -> tuple[re.Match[str], list[str]]:
-    """scale_live ARGS under MODE; the match of PATTERN in its output and its stderr's lines,
-    or Failed."""
-    argv = [os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] + list(args[1:])
-    env = scale_host.environment(mode, os.path.abspath(PRELOAD))
+def run_full(mode: str, args: Sequence[str], pattern: re.Pattern[str],
+             under: Sequence[str] = (), run_mode: str | None = None,
+             suffix: str = "") -> tuple[re.Match[str], list[str]]:
+    """scale_live ARGS under MODE (the environment of RUN_MODE when given), started by UNDER
+    (a tool's command line, or nothing); the match of PATTERN in its output and its stderr's
+    lines, or Failed, named with SUFFIX."""
+    what = "%s %s%s" % (mode, " ".join(args), suffix)
+    argv = list(under) + [os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] \
+        + list(args[1:])
+    env = scale_host.environment(run_mode or mode, os.path.abspath(PRELOAD))
     try:
         p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise Failed("%s %s: still running after %d s" % (mode, " ".join(args), TIMEOUT))
+        raise Failed("%s: still running after %d s" % (what, TIMEOUT))
     found = [m for m in map(pattern.match, p.stdout.splitlines()) if m]
     if p.returncode != 0 or not found:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        raise Failed("%s %s: exit %d: %s" % (mode, " ".join(args), p.returncode, tail[:300]))
+        raise Failed("%s: exit %d: %s" % (what, p.returncode, tail[:300]))
     return found[0], p.stderr.splitlines()
 
 
@@ -245,27 +249,19 @@ def callgrind(mode: str, collect: str, args: Sequence[str],
               pattern: re.Pattern[str]) -> list[str]:
     """scale_live ARGS under MODE and callgrind, collecting inside COLLECT only: the profile's
     lines (PATTERN must match a line of the program's output)."""
-    # audit's first guard, userfaultfd(2), is a system call valgrind does not know.
-    run_mode = "audit+mprotect" if mode == "audit" else mode
     with tempfile.TemporaryDirectory(prefix="scale-live-count-") as d:
         profile = os.path.join(d, "callgrind.out")
-        argv = [VALGRIND, "--tool=callgrind", "--collect-atstart=no",
-                "--toggle-collect=" + collect, "--callgrind-out-file=" + profile,
-                os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] + list(args[1:])
-        env = scale_host.environment(run_mode, os.path.abspath(PRELOAD))
-        what = "%s %s under callgrind" % (mode, " ".join(args))
-        try:
-            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise Failed("%s: still running after %d s" % (what, TIMEOUT))
-        if p.returncode != 0 or not [x for x in map(pattern.match, p.stdout.splitlines()) if x]:
-            tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-            raise Failed("%s: exit %d: %s" % (what, p.returncode, tail[:300]))
+        tool = [VALGRIND, "--tool=callgrind", "--collect-atstart=no",
+                "--toggle-collect=" + collect, "--callgrind-out-file=" + profile]
+        # audit's first guard, userfaultfd(2), is a system call valgrind does not know.
+        run_full(mode, args, pattern, tool, "audit+mprotect" if mode == "audit" else None,
+                 " under callgrind")
         try:
             with open(profile) as f:
                 return f.read().splitlines()
         except OSError as e:
-            raise Failed("%s: no profile: %s" % (what, e.strerror))
+            raise Failed("%s %s under callgrind: no profile: %s" % (mode, " ".join(args),
+                                                                    e.strerror))
 
 
 def totals(lines: Sequence[str]) -> int | None:
