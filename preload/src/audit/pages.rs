@@ -107,7 +107,8 @@ pub static RING_PAGES: ForkSafeMutex<Ring> = ForkSafeMutex::new(Ring {
 });
 
 /// Pages in the ring once it was mapped (0 before: no event was closed), for the exit summary:
-/// the ring only grows, so this is the most it ever had.
+/// the ring only grows, so this is the most it ever had. A copy of `Ring::limit` because the
+/// exit path must not wait for the ring's lock, which the thread it interrupted may hold.
 static RING_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The pages the ring has had at most (each a page of memory once used; with userfaultfd an
