@@ -119,7 +119,8 @@ pub fn ring_pages() -> usize {
 }
 
 enum Lap {
-    Found(usize),
+    /// The page, and whether this lap opened the run it starts.
+    Found(usize, bool),
     Full,
     Failed,
 }
@@ -128,6 +129,7 @@ impl Ring {
     /// One lap from the cursor: the next free page, made writable with the free ones after it.
     fn lap(&mut self) -> Lap {
         let mut passed = 0;
+        let mut opened = false;
         while passed < self.limit {
             let p = self.cursor;
             #[cfg(test)]
@@ -160,9 +162,10 @@ impl Ring {
                 }
                 fill_run(p, n);
                 self.opened_end = p + n;
+                opened = true;
             }
             self.advance();
-            return Lap::Found(p);
+            return Lap::Found(p, opened);
         }
         Lap::Full
     }
@@ -192,10 +195,13 @@ fn take_page(occupant: Occupant) -> Option<usize> {
         match r.lap() {
             // Only the ring moves a page out of FREE, under this lock: the take succeeds (a
             // page that did not would be left to a later lap).
-            Lap::Found(p) => {
+            Lap::Found(p, opened) => {
                 if STATES[p].take(occupant.seq, occupant.event_type, occupant.id) {
                     // Relaxed: a hint (`FREE_IN`).
                     FREE_IN[p / BLOCK].fetch_sub(1, Ordering::Relaxed);
+                    if opened {
+                        first_touch(p);
+                    }
                     return Some(p);
                 }
             }
@@ -408,6 +414,23 @@ fn shadow() -> Option<usize> {
 
 fn zeros() -> Option<usize> {
     reserve(&ZEROS, OPEN_RUN * page(), libc::PROT_READ)
+}
+
+/// With userfaultfd, the first page of a run just opened is read here, taken (LIVE) and with the
+/// ring's lock still held, so the rest of the run is still free: the fault thread fills the
+/// whole run at once (`answer_fault`: a live page, then the free ones after it). Left to the
+/// copy's write, which comes after the lock is let go, the run would be cut short by a page
+/// another thread took meanwhile and had not yet written; with threads taking pages at once,
+/// each event would then wait for the fault thread. The wait here is one answer of a thread
+/// that takes no lock, once a run.
+fn first_touch(page: usize) {
+    if GUARD.load(Ordering::Acquire) != BY_FAULT_THREAD {
+        return;
+    }
+    let Some(b) = base() else { return };
+    // SAFETY: a page of our reservation, accessible (its run was opened in this lap), and ours
+    // (LIVE): a read of it is answered, never a finding.
+    unsafe { std::ptr::read_volatile((b + page * self::page()) as *const u8) };
 }
 
 /// Makes the `n` free pages from `page`, just made accessible, writable in the page tables:

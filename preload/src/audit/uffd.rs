@@ -11,7 +11,8 @@
 //! descriptor it did not open (close_range(2), a daemon's start), sets them all O_NONBLOCK, or
 //! forks without running fork handlers (_Fork(3), clone(2)) can neither end the thread, nor
 //! have it read the program's own files, nor work the parent's memory from a child. Free pages
-//! are filled on their first touch (the copy's write faults, and the thread fills the run).
+//! are filled on their first touch, a run at a time: the ring reads the first page of each run
+//! it opens, and the thread fills the run (pages.rs, `first_touch`).
 //!
 //! The thread blocks every signal (the program's signals are not for it), takes no lock and
 //! allocates nothing between a fault's message and its answer: the thread that faulted may hold
