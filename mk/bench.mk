@@ -106,21 +106,23 @@ scale-host: deps preload host-tests ## bench: cost and memory as live ids grow t
 	scripts/scale-host --out bench/results/scale.md --check
 
 # The same on the real stack (bench/scale_live.c in the Soft-RoCE guest, scripts/scale-live):
-# time per event and per id life against raw librdmacm's own (the median of 3 runs), memory per
-# live id (VmRSS, and the preload's own account beside it), destroys beside events pending, ids
-# past librdmacm's table, cmtime with thousands of connections, and the loop's user-space
+# time per event and per id life against raw librdmacm's own (the median of 3 runs, each event
+# over a reference timed beside it), connection lives beside held connections, memory per live
+# id (VmRSS, and the preload's own account beside it), destroys beside events pending, ids past
+# librdmacm's table, cmtime with thousands of connections, and the loops' user-space
 # instructions under callgrind; then cmtime's mimic mode (no QPs: rdma-core 56, so in trixie's
 # guest) with 2,000 connections. Their sections of bench/results/scale.md and a plot per figure
-# (bench/results/scale-*.svg). About two hours after scale-host's 10 (the four variants' times
-# about 50 minutes, the counts 30, the rest 40). A guest writes under its target/ only (the tree is read-only there, and
-# a --stack guest's target/ is target/stacks/NAME/target): each section goes into a copy of
-# scale.md, which comes back with the plots.
+# (bench/results/scale-*.svg). The first guest has one vCPU: under emulation a vCPU's speed
+# moves between two states, and with one the reference beside each event shares its state.
+# About two hours after scale-host's 10. A guest writes under its target/ only (the tree is
+# read-only there, and a --stack guest's target/ is target/stacks/NAME/target): each section
+# goes into a copy of scale.md, which comes back with the plots.
 SCALE_TRIXIE := target/stacks/trixie/target/scale-bench
 bench-scale: scale-host $(BENCH)/scale_live ## bench: live ids to 50,000, host counts and the real stack, with plots
 	@mkdir -p target/scale-bench $(SCALE_TRIXIE)
 	cp bench/results/scale.md target/scale-bench/scale.md
-	$(RXE_VM) -- scripts/scale-live --own 1000,10000,50000 --out target/scale-bench/scale.md \
-	  --plots target/scale-bench
+	RXE_VM_SMP=1 $(RXE_VM) -- scripts/scale-live --own 1000,10000,50000 \
+	  --out target/scale-bench/scale.md --plots target/scale-bench
 	cp target/scale-bench/scale.md $(SCALE_TRIXIE)/scale.md
 	$(RXE_VM) --stack trixie -- scripts/scale-live --only mimic --mimic 2000 \
 	  --out target/scale-bench/scale.md

@@ -23,12 +23,23 @@ STANDIN = r"""#!/bin/sh
 extra=0
 case "$CMSAFE_MODE" in audit) extra=${AUDIT_EXTRA:-40};; safe) extra=100;; esac
 case "$1" in
-live) n=$3; kb=$(( n * (600 + extra) / 1024 ));
+live) most=0
+      for n in $(echo "$3" | tr , ' '); do
+        kb=$(( n * (600 + extra) / 1024 )); e=$(( 100 + n / 100 )); [ "$n" -gt "$most" ] && most=$n
+        q=$(( e / 50 )).$(printf %04d $(( e % 50 * 200 )))
+        [ "$9" = reference ] || q=0.0000
+        w=-1; [ "$CMSAFE_MODE" = audit ] && w=${FAULT_WAITS:-$(( 2 * $4 / 64 + 1 ))}
+        echo "live n=$n m=$4 threads=$8 life_ns=$(( 1000 + n / 10 )) event_ns=$(( e + 7 )) event_median_ns=$e reference_median_ns=50 over_reference=$q cpu_us=5000 rss_kb=1000,$(( 1000 + kb )) slab_kb=10,$(( 10 + n )) fault_waits=$w"
+      done
+      n=$most
       case "$CMSAFE_MODE" in
       safe) echo "==cmsafe==   own memory at its most: tables $(( 3000 + n / 5 )) KiB, copies $(( 100 + n / 10 )) KiB" >&2;;
       audit) echo "==cmsafe==   own memory at its most: tables $(( 3000 + n / 5 )) KiB, copies 0 KiB, audit pages $(( 4224 + n / 100 ))" >&2;;
-      esac
-      echo "live n=$n m=$4 threads=$8 life_ns=$(( 1000 + n / 10 )) event_ns=$(( 100 + n / 100 )) cpu_us=5000 rss_kb=1000,$(( 1000 + kb )) slab_kb=10,$(( 10 + n ))";;
+      esac;;
+conns) for n in $(echo "$3" | tr , ' '); do
+        e=$(( 300 + n / 100 + extra )); q=$(( e / 100 )).$(printf %04d $(( e % 100 * 100 )))
+        echo "conns n=$n m=$4 life_ns=$(( 4000 + n / 10 )) event_ns=$e event_median_ns=$e reference_median_ns=100 over_reference=$q cpu_us=9000"
+      done;;
 pending) echo "pending p=$3 k=$4 destroy_ns=$(( 2000 + $3 )) got=$(( $3 - ${LOST:-0} ))";;
 limit) echo "limit made=$3 errno=none resolved=$(( 2 * $4 )) wrong=${WRONG:-0}";;
 esac
@@ -43,9 +54,9 @@ VALGRIND = r"""#!/bin/sh
 out=${4#--callgrind-out-file=}
 shift 4
 "$@" || exit $?
-m=$5; n=$4; grow=0
+m=$5; n=$4; grow=0; per=2; [ "$2" = conns ] && per=7
 [ "$CMSAFE_MODE" = safe ] && [ "$n" -ge 10000 ] && grow=${SAFE_GROW:-0}
-calls=${CALLS:-$(( 2 * m ))}
+calls=${CALLS:-$(( per * m ))}
 {
   echo "events: Ir"
   echo "fn=(1) measure"
@@ -86,7 +97,7 @@ class StandinTest(unittest.TestCase):
 
     def tearDown(self) -> None:
         scale_live.BIN, scale_live.VALGRIND = self.old[0], self.old[2]
-        for k in ("RXE_ADDR", "LOST", "WRONG", "AUDIT_EXTRA", "SAFE_GROW", "CALLS"):
+        for k in ("RXE_ADDR", "LOST", "WRONG", "AUDIT_EXTRA", "SAFE_GROW", "CALLS", "FAULT_WAITS"):
             os.environ.pop(k, None)
         if self.old[1] is not None:
             os.environ["RXE_ADDR"] = self.old[1]
@@ -100,9 +111,27 @@ class StandinTest(unittest.TestCase):
         self.assertIn("scale-live: passed", err)
         # raw at 5,000 ids: 5000 * 600 / 1024 = 2929 kB, 599.8 bytes an id; safe +100.
         self.assertIn("| safe | acked | 5000 | 700 | +100 | 1024 |", out)
-        self.assertIn("| raw | 5000 | 1.5 | 1.50 | 0.1 | 1.50 | (base) | 5 |", out)
+        # the sizes there and back in one process, each event beside the reference: 150 ns
+        # over 50 at 5,000 ids.
+        self.assertIn("| raw | 5000 | 1.5 | 1.50 | 0.1 | 3.00 | 1.50 | (base) | 5 |", out)
         self.assertIn("| 1000 | 3.0 | 3.0 | 3.0 | 3.0 | 0.0 |", out)
         self.assertIn("| audit | 70000 | 70000 | none | 2000 | 0 |", out)
+
+    def test_the_fault_thread_waits_are_counted(self):
+        rc, out, err = self.slice()
+        self.assertEqual(rc, 0, err)
+        # 300 lives, 600 events: 2 * 300 / 64 + 1 waits.
+        self.assertIn("| 600 | 10 | 0.017 |", out)
+        os.environ["FAULT_WAITS"] = "600"
+        rc, out, err = self.slice()
+        self.assertEqual(rc, 1)
+        self.assertIn("scale-live: audit: its userfaultfd thread waited 600 times over 600 events "
+                      "of 16 threads (at most 37)", err)
+        os.environ["FAULT_WAITS"] = "-1"
+        rc, out, err = self.slice()
+        self.assertEqual(rc, 1)
+        self.assertIn("scale-live: audit: no userfaultfd thread (cmsafe-uffd) in the process: its "
+                      "waits were not counted", err)
 
     def test_memory_past_the_limit_fails_the_slice(self):
         os.environ["AUDIT_EXTRA"] = "300"
@@ -118,7 +147,7 @@ class StandinTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("scale-live: raw: 999 of 1000 pending events got after the destroys", err)
         self.assertIn("scale-live: safe: 2 events named another id", err)
-        self.assertIn("scale-live: 8 problems", err)
+        self.assertIn("scale-live: 8 problems", err)  # the fault thread's count passes
 
     def test_a_failed_run_is_named(self):
         with open(self.bin, "w") as f:
@@ -126,7 +155,8 @@ class StandinTest(unittest.TestCase):
                     "exit 1\n")
         rc, _, err = self.slice()
         self.assertEqual(rc, 1)
-        self.assertIn("scale-live: raw live 10 300 2100 acked 1 1: exit 1: scale_live: "
+        self.assertIn("scale-live: raw live 5000,10 300 2100 acked 1 1 reference: exit 1: "
+                      "scale_live: "
                       "rdma_create_id: Cannot allocate memory", err)
 
     def counted(self) -> tuple[int, str, str]:
@@ -141,6 +171,22 @@ class StandinTest(unittest.TestCase):
         self.assertIn("| api | 10 | 9000 | 1.000 | 1000 | 1.000 |", out)
         self.assertIn("| mode | instructions, 0 pending | 10000 pending | ratio |", out)
         self.assertIn("| safe | 9000 | 9000 | 1.000 |", out)
+        self.assertIn("## Real stack, connection lives counted in the guest", out)
+        self.assertIn("| mode | held connections | instructions per connection life | at N / "
+                      "at 10 | instructions per event | at N / at 10 |", out)
+        # 7 events a connection life, 2,000 instructions of scale_event per life.
+        self.assertIn("| audit | 5000 | 9000 | 1.000 | 286 | 1.000 |", out)
+
+    def test_connection_lives_beside_held_connections(self):
+        rc, out, err = main_of(["--variants", "connections", "--conns", "10,5000", "--runs", "1",
+                                "--pending", "0", "--limit", "5", "--setup", "0", "--counts",
+                                "0", "--conn-counts", "0"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| mode | held connections | µs per connection life | at N / at 10 |", out)
+        # raw 300 ns an event over the reference's 100 at 10, 350 at 5,000; safe 400 and 450.
+        self.assertIn("| raw | 5000 | 4.5 | 1.12 | 0.3 | 3.50 | 1.17 | (base) | 9 |", out)
+        self.assertIn("| safe | 5000 | 4.5 | 1.12 | 0.5 | 4.50 | 1.12 | 0.96 | 9 |", out)
+        self.assertNotIn("### Memory per live id", out)
 
     def test_counts_that_grow_fail_the_run(self):
         os.environ["SAFE_GROW"] = "150"
@@ -200,7 +246,8 @@ class StandinTest(unittest.TestCase):
                     "\n### Time, 16 threads running the lives, each on a channel of its own\n\n"
                     "| old | threads |\n\n## Next\n\nnext\n")
         rc, _, err = main_of(["--variants", "acked", "--sizes", "10", "--runs", "1", "--pending",
-                              "0", "--limit", "5", "--setup", "0", "--counts", "0", "--out", res])
+                              "0", "--limit", "5", "--setup", "0", "--counts", "0",
+                              "--conn-counts", "0", "--out", res])
         self.assertEqual(rc, 0, err)
         with open(res) as f:
             text = f.read()
@@ -223,7 +270,7 @@ class StandinTest(unittest.TestCase):
         with open(res) as f:
             text = f.read()
         self.assertNotIn("old threads", text)
-        self.assertIn("| safe | 10 | 1.0 | 1.00 | 0.1 | 1.00 | 1.00 | 5 |", text)
+        self.assertIn("| safe | 10 | 1.0 | 1.00 | 0.1 | 2.00 | 1.00 | 1.00 | 5 |", text)
         self.assertIn("\n![a](scale-event.svg)\n", text)
         self.assertIn("### Memory per live id\n\nNot run again: as `scripts/scale-live --runs 3` "
                       "left it (its times the median of 3 runs).\n\nmemory", text)
@@ -243,7 +290,7 @@ class StandinTest(unittest.TestCase):
             f.write("# t\n\n## Host, stand-in librdmacm (not the real stack)\n\nhost\n")
         rc, _, err = main_of(["--sizes", "10,1000", "--runs", "2", "--variants", "acked",
                               "--pending", "0,10", "--limit", "5", "--setup", "0", "--counts",
-                              "0", "--out", res, "--plots", self.dir])
+                              "0", "--conn-counts", "0", "--out", res, "--plots", self.dir])
         self.assertEqual(rc, 0, err)
         with open(res) as f:
             text = f.read()
@@ -269,11 +316,15 @@ done
 
 class SetupTest(unittest.TestCase):
     def section(self, script: str, mimic: bool) -> list[str]:
-        """setup_section over 2,000 connections with SCRIPT as cmtime."""
+        """setup_section over 2,000 connections with SCRIPT as cmtime (and a device of 65,536
+        QPs, as ibv_devinfo -v says it)."""
         d = tempfile.mkdtemp(prefix="scale-live-cmtime-")
-        with open(os.path.join(d, "cmtime"), "w") as f:
-            f.write(script)
-        os.chmod(os.path.join(d, "cmtime"), stat.S_IRWXU)
+        for name, text in (("cmtime", script),
+                           ("ibv_devinfo", "#!/bin/sh\nprintf '\\tmax_mr:\\t\\t\\t1\\n"
+                                           "\\tmax_qp:\\t\\t\\t65536\\n'\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(d, name), stat.S_IRWXU)
         old = (os.environ["PATH"], os.environ.get("RXE_ADDR"), scale_live.cm_setup.SERVER_START,
                scale_live.cm_setup.OUT)
         os.environ["PATH"] = d + os.pathsep + old[0]
@@ -306,6 +357,9 @@ class SetupTest(unittest.TestCase):
         rows = self.section(script, True)
         self.assertEqual(rows[0], "### Connection setup at scale: cmtime's mimic mode")
         self.assertIn("-c N -m 0`", rows[2])
+        self.assertIn("This device allows 65536 QPs (ibv_devinfo's max_qp); cmtime without "
+                      "mimic mode makes two a connection on one address (the client's and the "
+                      "server's), so its QPs run out past 32768 connections.", rows[2])
         self.assertIn("| total | 70.0 | 140.0 | 2.00 | 210.0 | 3.00 |", rows)
 
 

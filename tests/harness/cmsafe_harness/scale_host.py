@@ -191,10 +191,12 @@ def ratio_text(v: float, base: float) -> str:
 
 
 def cost_table(counts: dict[tuple[str, int], Count], modes: Sequence[str],
-               sizes: Sequence[int]) -> tuple[list[str], list[str]]:
-    """The table of one variant, and the ratios past LIMIT (each said)."""
-    lines = ["| mode | live ids | instructions per id life | at N / at %d | instructions per "
-             "event | at N / at %d |" % (sizes[0], sizes[0]),
+               sizes: Sequence[int], held: str = "live ids",
+               unit: str = "id life") -> tuple[list[str], list[str]]:
+    """The table of one variant (HELD beside each life, a UNIT), and the ratios past LIMIT
+    (each said)."""
+    lines = ["| mode | %s | instructions per %s | at N / at %d | instructions per "
+             "event | at N / at %d |" % (held, unit, sizes[0], sizes[0]),
              "|---|---:|---:|---:|---:|---:|"]
     over = []
     for mode in modes:
@@ -204,10 +206,10 @@ def cost_table(counts: dict[tuple[str, int], Count], modes: Sequence[str],
             lines.append("| %s | %d | %.0f | %s | %.0f | %s |" % (
                 mode, n, c.life, ratio_text(c.life, base.life), c.event,
                 ratio_text(c.event, base.event)))
-            for what, v, b in (("id life", c.life, base.life), ("event", c.event, base.event)):
+            for what, v, b in ((unit, c.life, base.life), ("event", c.event, base.event)):
                 if v / b > LIMIT:
-                    over.append("%s at %d ids: %.0f instructions per %s, %.3f times those at %d"
-                                % (mode, n, v, what, v / b, sizes[0]))
+                    over.append("%s at %d %s: %.0f instructions per %s, %.3f times those at %d"
+                                % (mode, n, held.split()[-1], v, what, v / b, sizes[0]))
     return lines, over
 
 

@@ -5,37 +5,51 @@ bench/scale_live.c holds N ids live, each resolved (its ADDR_RESOLVED got; acked
 end), after a warm-up that fills the preload's bounded tables (audit's quarantine, safe mode's
 kept copies, 4,096 events each), then times M id lives beside them (create, resolve the address
 and the route, an event each, destroy), the get and ack of each event timed once its fd is
-readable. Raw librdmacm, the API, audit and safe run the same program in the same guest, one
-after another, each size RUNS times (the median kept: under emulation one run's times move by
-a third either way, as a whole); every size is compared with 10 ids, and each mode's growth with
-raw's own. --counts: the same loop's user-space instructions (the program, librdmacm and
-libibverbs, and the preload or libcmsafe; not the kernel's), counted by callgrind inside the
-timed lives only, at each of those sizes: deterministic where the times are not; a section of
-its own (COUNT_HEADING). --mimic: cmtime's mimic mode (-m 0, rdma-core 56 and later: trixie's
-root, scripts/rxe-vm --stack trixie) setting up N connections with no QP, past the device's QPs;
-a section of its own too (MIMIC_HEADING). --own: VmRSS per live id beside the preload's own
-account of its memory (its exit summary's "own memory at its most"), each over 10 ids, with
-the held ids' events acked and held (OWN_HEADING). --only counts|mimic|own: that section
-alone; --only time: the time tables of --variants alone, the rest of the section as it was.
+readable, and a fixed piece of work, the reference, timed just before it. Raw librdmacm, the
+API, audit and safe run the same program in the same guest, one after another, RUNS processes
+each, a process taking the sizes up and back down (each size's figure the mean of its visits,
+then the median of the runs). Under emulation the guest's speed moves between two states, one
+about twice the other, for seconds at a time: the figure compared is the median over the events
+of each one's time over its reference's, which moves with the guest (best on a guest of one
+vCPU: RXE_VM_SMP=1). Every size is compared with 10 ids, and each mode's growth with raw's own.
+Variant "connections": connection lives (no QP, both sides in one process, the storm's seven
+events) beside N held connections (--conns). Memory comes from processes of its own (N ids, no
+lives): only the first size of a process stands alone.
+
+--counts: the same loop's user-space instructions (the program, librdmacm and libibverbs, and
+the preload or libcmsafe; not the kernel's), counted by callgrind inside the timed lives only,
+at each of those sizes: deterministic where the times are not; a section of its own
+(COUNT_HEADING). --conn-counts: connection lives counted beside held connections the same way
+(0: none), a section too (CONN_COUNT_HEADING). --mimic: cmtime's mimic mode (-m 0, rdma-core 56
+and later: trixie's root, scripts/rxe-vm --stack trixie) setting up N connections with no QP,
+past the device's QPs; a section of its own too (MIMIC_HEADING). --own: VmRSS per live id
+beside the preload's own account of its memory (its exit summary's "own memory at its most"),
+each over 10 ids, with the held ids' events acked and held, and over 1,000 channels
+(OWN_HEADING). --only counts|mimic|own: that section alone (counts: both counting sections);
+--only time: the time tables of --variants alone, the rest of the section as it was.
 
     scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] [--modes MODES]
-                       [--variants VARIANTS] [--pending P,P,...] [--limit IDS]
-                       [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]
+                       [--variants VARIANTS] [--conns N,N,...] [--pending P,P,...]
+                       [--limit IDS] [--setup N,N,...] [--counts N,N,...]
+                       [--conn-counts N,N,...] [--mimic N,N,...]
                        [--own N,N,...] [--only counts|mimic|own|time] [--out FILE]
                        [--plots DIR] [--slice]
 
 Variants: "acked" (one event channel, each held id's event acked), "channels" (the held ids
 over 1,000 channels), "threads" (16 threads each running lives on a channel of its own),
-"held" (each held id's ADDR_RESOLVED unacked to the end). --pending: rdma_destroy_id timed on a
-channel with P events pending in the kernel. --limit: ids made past librdmacm's 65,535-entry
-table, and events of the first and last made checked to name their own id. --setup: cmtime
-(rdmacm-utils) setting up N connections at once, raw and under the preload (0: none). --out FILE: the
-tables replace the section under HEADING in FILE; --plots DIR: an SVG per figure there.
+"held" (each held id's ADDR_RESOLVED unacked to the end), "connections" (above). --pending:
+rdma_destroy_id timed on a channel with P events pending in the kernel. --limit: ids made past
+librdmacm's 65,535-entry table, and events of the first and last made checked to name their own
+id. --setup: cmtime (rdmacm-utils) setting up N connections at once, raw and under the preload
+(0: none). --out FILE: the tables replace the section under HEADING in FILE; --plots DIR: an SVG
+per figure there.
 
---slice (make test): 10 and 5,000 live ids, 1,000 events pending, 70,000 ids made, every mode;
-what it holds are counts: every event of the id it names (the program checks), every pending
-event got afterwards, as many ids made in each mode as raw, and what each mode adds per live id
-(VmRSS, pages) at most MEMORY_LIMIT bytes over raw. The times are printed, never held.
+--slice (make test): 5,000 and then 10 live ids in one process a mode (the memory of the first
+size), 1,000 events pending, 70,000 ids made, every mode, and audit with 16 threads; what it
+holds are counts: every event of the id it names (the program checks), every pending event got
+afterwards, as many ids made in each mode as raw, what each mode adds per live id (VmRSS,
+pages) at most MEMORY_LIMIT bytes over raw, and audit's fault thread waiting at most once per
+WAITS_PER events with threads. The times are printed, never held.
 """
 
 from __future__ import annotations
@@ -55,22 +69,34 @@ from . import plot, scale_host
 PROG = "scale-live"
 USAGE = ("usage: scripts/scale-live [--sizes N,N,...] [--m M] [--warm W] [--runs R] "
          "[--modes MODES]\n"
-         "                          [--variants VARIANTS] [--pending P,P,...] [--limit IDS]\n"
-         "                          [--setup N,N,...] [--counts N,N,...] [--mimic N,N,...]\n"
+         "                          [--variants VARIANTS] [--conns N,N,...] [--pending P,P,...]\n"
+         "                          [--limit IDS] [--setup N,N,...] [--counts N,N,...]\n"
+         "                          [--conn-counts N,N,...] [--mimic N,N,...]\n"
          "                          [--own N,N,...] [--only counts|mimic|own|time] [--out FILE]\n"
          "                          [--plots DIR] [--slice]")
 BIN = "target/bench/scale_live"
 PRELOAD, MODES, SIZES = scale_host.PRELOAD, scale_host.MODES, scale_host.SIZES
 HEADING = "## Real stack, Soft-RoCE in the guest"
 COUNT_HEADING = "## Real stack, instructions counted in the guest"
+CONN_COUNT_HEADING = "## Real stack, connection lives counted in the guest"
 MIMIC_HEADING = "## Real stack, cmtime's mimic mode (rdma-core 56 and later)"
 OWN_HEADING = "## Real stack, the preload's own memory"
-OWN_VARIANTS = ("acked", "held")
+# The threads variant makes its held ids as acked does (its threads run the lives only): its
+# memory is acked's.
+OWN_VARIANTS = ("acked", "channels", "held")
 M = 1000
 # 2,100 lives are 4,200 events: past audit's quarantine and safe mode's kept copies (4,096).
 WARM = 2100
 RUNS = 3
 COUNT_M = 200  # id lives counted under callgrind (its instructions per life do not vary)
+CONNECTIONS = "connections"  # the variant of connection lives beside held connections
+# Held connections: each is two ids in one process, under librdmacm's table of 65,535.
+CONN_SIZES = (10, 1000, 5000, 20000)
+CONN_COUNTS = (10, 1000, 5000)
+CONN_M = 300  # connection lives timed at each size, 7 events each
+CONN_WARM = 700  # 4,900 events: past audit's quarantine and safe mode's kept copies
+COUNT_CONNS = 100  # connection lives counted under callgrind
+CONN_EVENTS = 7
 VALGRIND = "valgrind"
 PENDING = (0, 100, 1000, 10000)
 DESTROYS = 200  # ids destroyed, each timed, beside the pending events
@@ -80,6 +106,11 @@ SETUP = (1000, 4000)  # connections cmtime sets up at once
 MIMIC_SERVER_QPN = 1 << 20  # the server's first QP number in mimic mode: past the client's
 SETUP_MODES = ("raw", "safe", "audit")  # cmtime has no API column: it is raw librdmacm
 MEMORY_LIMIT = 256  # bytes per live id a mode may add over raw (the slice holds it)
+# The slice's audit run with threads: THREADS_M lives over 16 threads, and at most one wait of
+# the userfaultfd thread per WAITS_PER events (it fills a run of 64 pages at a wait; with
+# threads taking pages at once a run cut short costs a wait per event).
+THREADS_M = 300
+WAITS_PER = 16
 TIMEOUT = 1800
 # variant: (hold, channels, threads, title)
 VARIANTS = {
@@ -88,6 +119,8 @@ VARIANTS = {
     "threads": ("acked", 1, 16, "16 threads running the lives, each on a channel of its own"),
     "held": ("held", 1, 1, "one event channel, each held id's ADDR_RESOLVED held unacked"),
 }
+CONN_TITLE = ("connection lives beside held connections (no QP, both sides in one process: a "
+              "listen id, the clients on one channel, the server's ids on another)")
 
 
 # Each resolved id holds a local port of the rdma_cm's port space, taken from the kernel's
@@ -99,8 +132,10 @@ WIDE_RANGE = "1024 65535"
 
 
 def ports_needed(o: "Options") -> int:
-    """The most resolved ids a run holds at once: the N ids, the warm-up's, the lives' own."""
-    return max(o.sizes + o.counts, default=0) + 2 * o.warm + 64
+    """The most resolved ids a run holds at once: the N ids, the warm-up's, the lives' own (a
+    held connection's client is one)."""
+    return max(o.sizes + o.counts + o.conns + o.conn_counts + o.setup + o.mimic,
+               default=0) + 2 * o.warm + 64
 
 
 def widen_ports(need: int) -> str | None:
@@ -120,22 +155,20 @@ class Failed(Exception):
 
 @dataclass
 class Live:
-    life_ns: int
-    event_ns: int
-    cpu_us: int
-    rss_kb: tuple[int, int]
-    slab_kb: tuple[int, int]
-
-    def per_id(self, n: int) -> float:
-        """VmRSS the N ids added, in bytes per id."""
-        return (self.rss_kb[1] - self.rss_kb[0]) * 1024 / n
-
-    def slab_per_id(self, n: int) -> float:
-        return (self.slab_kb[1] - self.slab_kb[0]) * 1024 / n
+    """The times at one size: each the mean of the size's visits in a run, then the median of
+    the runs."""
+    life_ns: float
+    event_ns: float  # the median event's time
+    relative: float  # the median over the events of each one's time over its reference's
+    cpu_us: float
 
 
-_LIVE = re.compile(r"^live n=\d+ m=\d+ threads=\d+ life_ns=(\d+) event_ns=(\d+) cpu_us=(\d+) "
-                   r"rss_kb=(\d+),(\d+) slab_kb=(\d+),(\d+)$")
+_LIVE = re.compile(r"^live n=(\d+) m=\d+ threads=\d+ life_ns=(\d+) event_ns=\d+ "
+                   r"event_median_ns=(\d+) reference_median_ns=\d+ over_reference=([\d.]+) "
+                   r"cpu_us=(\d+) rss_kb=(\d+),(\d+) slab_kb=(\d+),(\d+) "
+                   r"fault_waits=(-?\d+)$")
+_CONNS = re.compile(r"^conns n=(\d+) m=\d+ life_ns=(\d+) event_ns=\d+ event_median_ns=(\d+) "
+                    r"reference_median_ns=\d+ over_reference=([\d.]+) cpu_us=(\d+)$")
 _PENDING = re.compile(r"^pending p=(\d+) k=\d+ destroy_ns=(\d+) got=(\d+)$")
 _LIMIT = re.compile(r"^limit made=(\d+) errno=(\S+) resolved=(\d+) wrong=(\d+)$")
 _OWN = re.compile(r"^==cmsafe==   own memory at its most: tables (\d+) KiB, copies (\d+) KiB"
@@ -144,15 +177,15 @@ _OWN = re.compile(r"^==cmsafe==   own memory at its most: tables (\d+) KiB, copi
 
 def run(mode: str, args: Sequence[str], pattern: re.Pattern[str]) -> re.Match[str]:
     """scale_live ARGS under MODE; the match of PATTERN in its output, or Failed."""
-    return run_full(mode, args, pattern)[0]
+    return run_full(mode, args, pattern)[0][0]
 
 
 def run_full(mode: str, args: Sequence[str], pattern: re.Pattern[str],
              under: Sequence[str] = (), run_mode: str | None = None,
-             suffix: str = "") -> tuple[re.Match[str], list[str]]:
+             suffix: str = "") -> tuple[list[re.Match[str]], list[str]]:
     """scale_live ARGS under MODE (the environment of RUN_MODE when given), started by UNDER
-    (a tool's command line, or nothing); the match of PATTERN in its output and its stderr's
-    lines, or Failed, named with SUFFIX."""
+    (a tool's command line, or nothing); the matches of PATTERN in its output, in order, and
+    its stderr's lines, or Failed, named with SUFFIX."""
     what = "%s %s%s" % (mode, " ".join(args), suffix)
     argv = list(under) + [os.path.abspath(BIN), args[0], "api" if mode == "api" else "raw"] \
         + list(args[1:])
@@ -165,7 +198,7 @@ def run_full(mode: str, args: Sequence[str], pattern: re.Pattern[str],
     if p.returncode != 0 or not found:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise Failed("%s: exit %d: %s" % (what, p.returncode, tail[:300]))
-    return found[0], p.stderr.splitlines()
+    return found, p.stderr.splitlines()
 
 
 @dataclass
@@ -174,17 +207,40 @@ class Own:
     tables_kb: int  # the preload's own, at its most (its exit summary)
     copies_kb: int
     pages: int
+    slab_kb: int = 0  # the kernel's Slab the N ids added
+
+    def per_id(self, n: int) -> float:
+        """VmRSS the N ids added, in bytes per id."""
+        return self.rss_kb * 1024 / n
 
 
-def own(mode: str, n: int, warm: int, hold: str) -> Own:
-    """N ids made after the warm-up and no timed lives: what they added to VmRSS, and what the
-    preload's exit summary says it held at its most."""
-    m, err = run_full(mode, ["live", str(n), "0", str(warm), hold, "1", "1"], _LIVE)
+# Each process of own() runs once a run of scale-live: the memory table and the own section
+# read the same ones.
+_owned: dict[tuple[str, int, str], Own] = {}
+
+
+def own(mode: str, n: int, warm: int, variant: str) -> Own:
+    """N ids made after the warm-up (VARIANT's channels and hold) and no timed lives, in a
+    process of their own: the first size's memory is the only one that stands alone (see
+    bench/scale_live.c). What they added to VmRSS and Slab, and what the preload's exit summary
+    says it held at its most."""
+    key = (mode, n, variant)
+    if key not in _owned:
+        hold, channels, _, _ = VARIANTS[variant]
+        found, err = run_full(mode, ["live", str(n), "0", str(warm), hold, str(channels), "1"],
+                              _LIVE)
+        _owned[key] = own_of(mode, n, found[0], err)
+    return _owned[key]
+
+
+def own_of(mode: str, n: int, m: re.Match[str], err: Sequence[str]) -> Own:
+    """The memory of a process's first size (M, its line) and its exit summary (ERR)."""
     said = [x for x in map(_OWN.match, err) if x]
     if mode not in ("raw", "api") and not said:
         raise Failed("%s live %d: no \"own memory\" line in the exit summary" % (mode, n))
     g = said[0].groups() if said else ("0", "0", None)
-    return Own(int(m.group(5)) - int(m.group(4)), int(g[0]), int(g[1]), int(g[2] or 0))
+    return Own(int(m.group(7)) - int(m.group(6)), int(g[0]), int(g[1]), int(g[2] or 0),
+               int(m.group(9)) - int(m.group(8)))
 
 
 def own_section(o: "Options") -> list[str]:
@@ -224,25 +280,63 @@ def own_section(o: "Options") -> list[str]:
             ""] + rows
 
 
-def median(values: Sequence[int]) -> int:
+def median(values: Sequence[float]) -> float:
     """The middle value (of an even count, the lower middle: a figure some run gave)."""
     v = sorted(values)
     return v[(len(v) - 1) // 2]
 
 
-def live(mode: str, n: int, m: int, warm: int, variant: str, runs: int) -> Live:
-    """The median times of RUNS runs; the memory of the first."""
+def there_and_back(sizes: Sequence[int]) -> list[int]:
+    """SIZES up, then down again to the first: each size but the last visited twice, at times
+    either side of the largest, so a drift of the guest's speed over the run falls alike on
+    every size."""
+    return list(sizes) + list(reversed(sizes[:-1]))
+
+
+LIVE_FIELDS = ("life_ns", "event_ns", "relative", "cpu_us")
+
+
+def timed(mode: str, args: Sequence[str], pattern: re.Pattern[str], runs: int,
+          first: list[tuple[re.Match[str], list[str]]] | None = None) -> dict[int, Live]:
+    """Each size's times from RUNS runs of scale_live ARGS (one process a run, the sizes in
+    turn, each event beside the reference): in a run, the mean of the size's visits; then the
+    median of the runs. FIRST, when given, gets the first run's first line and stderr."""
+    got: dict[int, list[Live]] = {}
+    for r in range(max(runs, 1)):
+        visits: dict[int, list[Live]] = {}
+        found, err = run_full(mode, list(args) + ["reference"], pattern)
+        if first is not None and r == 0:
+            first.append((found[0], err))
+        for x in found:
+            g = x.groups()
+            visits.setdefault(int(g[0]), []).append(Live(int(g[1]), int(g[2]), float(g[3]),
+                                                         int(g[4])))
+        for n, v in visits.items():
+            got.setdefault(n, []).append(Live(*(sum(getattr(x, f) for x in v) / len(v)
+                                                for f in LIVE_FIELDS)))
+    return {n: Live(*(median([getattr(x, f) for x in v]) for f in LIVE_FIELDS))
+            for n, v in got.items()}
+
+
+def live(mode: str, sizes: Sequence[int], m: int, warm: int, variant: str, runs: int,
+         memory_first: bool = False) -> dict[int, Live]:
+    """M id lives at each of SIZES live ids, VARIANT's way. MEMORY_FIRST (the slice, whose
+    times are only printed): the sizes once each, the largest first, whose memory then stands
+    alone and is kept for own(): no process of its own for it."""
     hold, channels, threads, _ = VARIANTS[variant]
-    got: list[Live] = []
-    for _ in range(max(runs, 1)):
-        g = [int(x) for x in run(mode, ["live", str(n), str(m), str(warm), hold, str(channels),
-                                        str(threads)], _LIVE).groups()]
-        got.append(Live(g[0], g[1], g[2], (g[3], g[4]), (g[5], g[6])))
-    r = got[0]
-    r.life_ns = median([x.life_ns for x in got])
-    r.event_ns = median([x.event_ns for x in got])
-    r.cpu_us = median([x.cpu_us for x in got])
-    return r
+    order = sorted(sizes, reverse=True) if memory_first else there_and_back(sizes)
+    first: list[tuple[re.Match[str], list[str]]] = []
+    got = timed(mode, ["live", ",".join(map(str, order)), str(m), str(warm), hold,
+                       str(channels), str(threads)], _LIVE, runs, first)
+    if memory_first:
+        _owned[(mode, order[0], variant)] = own_of(mode, order[0], *first[0])
+    return got
+
+
+def connections(mode: str, sizes: Sequence[int], runs: int) -> dict[int, Live]:
+    """CONN_M connection lives at each of SIZES held connections."""
+    return timed(mode, ["conns", ",".join(map(str, there_and_back(sizes))), str(CONN_M),
+                        str(CONN_WARM)], _CONNS, runs)
 
 
 def callgrind(mode: str, collect: str, args: Sequence[str],
@@ -286,6 +380,22 @@ def count(mode: str, n: int, warm: int) -> scale_host.Count:
     return scale_host.Count(total / COUNT_M, events / (2 * COUNT_M))
 
 
+def count_conns(mode: str, n: int) -> scale_host.Count:
+    """User-space instructions per connection life, both sides, and per event, of COUNT_CONNS
+    lives beside N held connections (callgrind inside scale_live's `measure_conns`)."""
+    args = ["conns", str(n), str(COUNT_CONNS), str(CONN_WARM)]
+    lines = callgrind(mode, "measure_conns", args, _CONNS)
+    total = totals(lines)
+    calls, events = scale_host.calls_to(lines, "scale_event")
+    want = CONN_EVENTS * COUNT_CONNS
+    if total is None or calls < want:
+        raise Failed("%s conns %d %d under callgrind: %s instructions counted, %d calls of "
+                     "scale_event (want at least %d)" % (mode, n, COUNT_CONNS,
+                                                         [total] if total else "no", calls,
+                                                         want))
+    return scale_host.Count(total / COUNT_CONNS, events / want)
+
+
 def count_pending(mode: str, p: int) -> float:
     """User-space instructions per rdma_create_id and rdma_destroy_id beside P events pending
     on the channel (callgrind inside scale_live's `timed_destroys` only)."""
@@ -301,48 +411,74 @@ def us(ns: float) -> str:
 
 
 def growth_table(lives: dict[tuple[str, int], Live], modes: Sequence[str],
-                 sizes: Sequence[int]) -> list[str]:
-    """Time per id life and per event, each size over the smallest, and that growth over
+                 sizes: Sequence[int], unit: str = "id life", held: str = "live ids"
+                 ) -> list[str]:
+    """Time per life (UNIT) and per event, each size over the smallest, and that growth over
     raw's."""
     base = sizes[0]
-    rows = ["| mode | live ids | µs per id life | at N / at %d | µs per event | at N / at %d "
-            "| event growth / raw's | CPU ms in the loop |" % (base, base),
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| mode | %s | µs per %s | at N / at %d | µs per event (median) | over the "
+            "reference | at N / at %d | event growth / raw's | CPU ms in the loop |"
+            % (held, unit, base, base),
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for mode in modes:
         for n in sizes:
             r, b = lives[(mode, n)], lives[(mode, base)]
             raw, raw_b = lives[("raw", n)], lives[("raw", base)]
             life_g = r.life_ns / b.life_ns if b.life_ns else 0.0
-            ev_g = r.event_ns / b.event_ns if b.event_ns else 0.0
-            raw_g = raw.event_ns / raw_b.event_ns if raw_b.event_ns else 0.0
-            rows.append("| %s | %d | %s | %.2f | %s | %.2f | %s | %d |" % (
-                mode, n, us(r.life_ns), life_g, us(r.event_ns), ev_g,
+            ev_g = r.relative / b.relative if b.relative else 0.0
+            raw_g = raw.relative / raw_b.relative if raw_b.relative else 0.0
+            rows.append("| %s | %d | %s | %.2f | %s | %.2f | %.2f | %s | %d |" % (
+                mode, n, us(r.life_ns), life_g, us(r.event_ns), r.relative, ev_g,
                 "(base)" if mode == "raw" else "%.2f" % (ev_g / raw_g if raw_g else 0.0),
                 r.cpu_us // 1000))
     return rows
 
 
-def memory_rows(lives: dict[tuple[str, int], Live], modes: Sequence[str], sizes: Sequence[int],
-                variant: str) -> list[str]:
+def memory_rows(o: "Options", variant: str) -> list[str]:
     rows = []
-    for n in sizes:
+    for n in o.sizes:
         if n < 1000:
             continue
-        raw = lives[("raw", n)].per_id(n)
-        for mode in modes:
-            v = lives[(mode, n)].per_id(n)
+        raw = own("raw", n, o.warm, variant).per_id(n)
+        for mode in o.modes:
+            r = own(mode, n, o.warm, variant)
             rows.append("| %s | %s | %d | %.0f | %s | %.0f |" % (
-                mode, variant, n, v, "(base)" if mode == "raw" else "%+.0f" % (v - raw),
-                lives[(mode, n)].slab_per_id(n)))
+                mode, variant, n, r.per_id(n), "(base)" if mode == "raw" else
+                "%+.0f" % (r.per_id(n) - raw), r.slab_kb * 1024 / n))
     return rows
 
 
-def over_memory(lives: dict[tuple[str, int], Live], modes: Sequence[str], n: int) -> list[str]:
+def fault_thread(o: "Options") -> tuple[list[str], list[str]]:
+    """Audit with 16 threads (the slice): the userfaultfd thread's waits over THREADS_M lives,
+    as rows, and what passes one per WAITS_PER events."""
+    found, _ = run_full("audit", ["live", "10", str(THREADS_M), "100", "acked", "1", "16"],
+                        _LIVE)
+    waits, events = int(found[0].group(10)), 2 * THREADS_M
+    rows = ["### Audit's userfaultfd thread, 16 threads",
+            "",
+            "%d id lives over 16 threads, each on its own channel, beside 10 live ids, under audit "
+            "(its default guard): the waits of its fault thread (cmsafe-uffd's voluntary "
+            "context switches), each a fault it answered alone. Held: at most one per %d events."
+            % (THREADS_M, WAITS_PER),
+            "",
+            "| events | fault thread's waits | per event |",
+            "|---:|---:|---:|",
+            "| %d | %d | %.3f |" % (events, waits, waits / events), ""]
+    if waits < 0:
+        return rows, ["audit: no userfaultfd thread (cmsafe-uffd) in the process: its waits "
+                      "were not counted"]
+    limit = events // WAITS_PER
+    return rows, ["audit: its userfaultfd thread waited %d times over %d events of 16 threads "
+                  "(at most %d)" % (waits, events, limit)] if waits > limit else []
+
+
+def over_memory(o: "Options", n: int) -> list[str]:
     """What passes MEMORY_LIMIT bytes per live id over raw at N ids."""
-    raw = lives[("raw", n)].per_id(n)
+    raw = own("raw", n, o.warm, "acked").per_id(n)
+    more = {mode: own(mode, n, o.warm, "acked").per_id(n) - raw for mode in o.modes}
     return ["%s adds %.0f bytes per live id over raw at %d ids (at most %d)"
-            % (mode, lives[(mode, n)].per_id(n) - raw, n, MEMORY_LIMIT)
-            for mode in modes if lives[(mode, n)].per_id(n) - raw > MEMORY_LIMIT]
+            % (mode, extra, n, MEMORY_LIMIT) for mode, extra in more.items()
+            if extra > MEMORY_LIMIT]
 
 
 @dataclass
@@ -352,11 +488,13 @@ class Options:
     warm: int = WARM
     runs: int = RUNS
     modes: list[str] = field(default_factory=lambda: list(MODES))
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS) + [CONNECTIONS])
     pending: list[int] = field(default_factory=lambda: list(PENDING))
     limit: int = LIMIT_IDS
     setup: list[int] = field(default_factory=lambda: list(SETUP))
     counts: list[int] = field(default_factory=lambda: list(SIZES))
+    conns: list[int] = field(default_factory=lambda: list(CONN_SIZES))
+    conn_counts: list[int] = field(default_factory=lambda: list(CONN_COUNTS))
     mimic: list[int] = field(default_factory=list)
     own: list[int] = field(default_factory=list)
     time_only: bool = False  # --only time: the variants' time tables, no memory table
@@ -379,11 +517,15 @@ SETTERS = {
     "--runs": lambda o, v: setattr(o, "runs", scale_host.one_number("--runs", v)),
     "--modes": lambda o, v: setattr(o, "modes", scale_host.with_raw("--modes", v)),
     "--variants": lambda o, v: setattr(o, "variants",
-                                       scale_host.some_of("--variants", v, list(VARIANTS))),
+                                       scale_host.some_of("--variants", v,
+                                                          list(VARIANTS) + [CONNECTIONS])),
+    "--conns": lambda o, v: setattr(o, "conns", sorted(set(scale_host.numbers("--conns", v)))),
     "--pending": lambda o, v: setattr(o, "pending", zero_or_more("--pending", v)),
     "--limit": lambda o, v: setattr(o, "limit", scale_host.one_number("--limit", v)),
     "--setup": lambda o, v: setattr(o, "setup", zero_or_more("--setup", v)),
     "--counts": lambda o, v: setattr(o, "counts", [n for n in zero_or_more("--counts", v) if n]),
+    "--conn-counts": lambda o, v: setattr(o, "conn_counts",
+                                          [n for n in zero_or_more("--conn-counts", v) if n]),
     "--mimic": lambda o, v: setattr(o, "mimic", [n for n in zero_or_more("--mimic", v) if n]),
     "--own": lambda o, v: setattr(o, "own", [n for n in zero_or_more("--own", v) if n > 10]),
     "--only": lambda o, v: only(o, v),
@@ -402,7 +544,7 @@ def only(o: Options, part: str) -> None:
         o.variants = []
     o.pending, o.limit, o.setup = [], 0, []
     if part != "counts":
-        o.counts = []
+        o.counts, o.conn_counts = [], []
     if part != "mimic":
         o.mimic = []
     if part == "own" and not o.own:
@@ -412,7 +554,7 @@ def only(o: Options, part: str) -> None:
 def as_slice(o: Options) -> None:
     o.slice = True
     o.sizes, o.m, o.runs, o.variants = [10, 5000], 300, 1, ["acked"]
-    o.pending, o.limit, o.setup, o.counts = [1000], LIMIT_IDS, [], []
+    o.pending, o.limit, o.setup, o.counts, o.conn_counts = [1000], LIMIT_IDS, [], [], []
 
 
 def options(argv: Sequence[str]) -> Options | None:
@@ -449,6 +591,12 @@ def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list
         out[-1] += (" In mimic mode cmtime makes no QP: its create qp and the QP's moves in "
                     "connect are a sleep of 0 µs, so the CM alone is timed, past the number of "
                     "QPs the device allows.")
+        qps = device_qps()
+        if qps:
+            out[-1] += (" This device allows %d QPs (ibv_devinfo's max_qp); cmtime without "
+                        "mimic mode makes two a connection on one address (the client's and "
+                        "the server's), so its QPs run out past %d connections." % (qps,
+                                                                                qps // 2))
     out.append("")
     for n in sizes:
         # Without QPs cmtime numbers each side's connections from its -q (1000 by default): on
@@ -483,6 +631,17 @@ def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list
             [rate[0]] + [x for r in rate[1:] for x in (r, "")]))
         out += rows + [""]
     return out
+
+
+def device_qps() -> int | None:
+    """The QPs the guest's RDMA device allows (ibv_devinfo -v's max_qp); None when unread."""
+    try:
+        text = subprocess.run(["ibv_devinfo", "-v"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^\s*max_qp:\s*(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
 
 
 def old_section(path: str | None, heading: str) -> list[str]:
@@ -528,6 +687,11 @@ def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
     return out
 
 
+def guest_cpus() -> str:
+    n = os.cpu_count() or 0
+    return ", a guest of %d vCPU%s" % (n, "" if n == 1 else "s")
+
+
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -540,7 +704,7 @@ def main(argv: Sequence[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     needs = [(PRELOAD, "make preload")]
-    if o.variants or o.pending or o.limit or o.counts or o.own:
+    if o.variants or o.pending or o.limit or o.counts or o.conn_counts or o.own:
         needs.append((BIN, "make target/bench/scale_live"))
     for need, how in needs:
         if not os.path.exists(need):
@@ -549,6 +713,7 @@ def main(argv: Sequence[str]) -> int:
         guest_mod.die(PROG, "RXE_ADDR is not set: run it in the guest (scripts/rxe-vm)", 1)
     body: list[str] = []
     counts: list[str] = []
+    conn_counts: list[str] = []
     mimic: list[str] = []
     owned: list[str] = []
     figures: list[str] = []
@@ -562,18 +727,40 @@ def main(argv: Sequence[str]) -> int:
     if old_range:
         say("%s: %s for this run (was %s)" % (PORT_RANGE, WIDE_RANGE, old_range))
     try:
+        _owned.clear()
         for variant in o.variants:
+            if variant == CONNECTIONS:
+                conns = {(mode, n): r for mode in o.modes
+                         for n, r in connections(mode, o.conns, o.runs).items()}
+                for (mode, n), r in conns.items():
+                    say("%s %s %d: %s µs per connection life, %s µs per event, %.2f of the "
+                        "reference" % (variant, mode, n, us(r.life_ns), us(r.event_ns),
+                                       r.relative))
+                body += ["### Time, %s" % CONN_TITLE, "",
+                         "%d connection lives at each size, 7 events each (ADDR_RESOLVED, "
+                         "ROUTE_RESOLVED, CONNECT_REQUEST, the client's CONNECT_RESPONSE, "
+                         "ESTABLISHED, DISCONNECTED at the server and at the client); the "
+                         "storm's events, held connections in place of its clients."
+                         % CONN_M, ""]
+                body += growth_table(conns, o.modes, o.conns, "connection life",
+                                     "held connections") + [""]
+                continue
             title = VARIANTS[variant][3]
-            lives = {}
-            for mode in o.modes:
-                for n in o.sizes:
-                    r = lives[(mode, n)] = live(mode, n, o.m, o.warm, variant, o.runs)
-                    say("%s %s %d: %s µs per id life, %s µs per event, %.0f bytes per id"
-                        % (variant, mode, n, us(r.life_ns), us(r.event_ns), r.per_id(n)))
+            lives = {(mode, n): r for mode in o.modes
+                     for n, r in live(mode, o.sizes, o.m, o.warm, variant, o.runs,
+                                      o.slice).items()}
+            for (mode, n), r in lives.items():
+                say("%s %s %d: %s µs per id life, %s µs per event, %.2f of the reference"
+                    % (variant, mode, n, us(r.life_ns), us(r.event_ns), r.relative))
             body += ["### Time, %s" % title, ""] + growth_table(lives, o.modes, o.sizes) + [""]
-            memory += memory_rows(lives, o.modes, o.sizes, variant)
+            if variant in OWN_VARIANTS and not o.time_only:
+                memory += memory_rows(o, variant)
             if o.slice:
-                problems += over_memory(lives, o.modes, o.sizes[-1])
+                problems += over_memory(o, o.sizes[-1])
+                if "audit" in o.modes:
+                    rows, over = fault_thread(o)
+                    body += rows
+                    problems += over
             if variant == "acked":
                 for what, key, unit in (("event", "event_ns", "µs per event (get and ack)"),
                                         ("life", "life_ns", "µs per id life")):
@@ -584,8 +771,9 @@ def main(argv: Sequence[str]) -> int:
                                               % ("event" if what == "event" else "id life"),
                                               "live cm_ids", unit, series),
                                figures, "%s against live ids" % unit)
-                if [n for n in o.sizes if n >= 1000]:
-                    series = {mode: [(n, lives[(mode, n)].per_id(n)) for n in o.sizes if n >= 1000]
+                big = [n for n in o.sizes if n >= 1000]
+                if big and not o.time_only:
+                    series = {mode: [(n, own(mode, n, o.warm, variant).per_id(n)) for n in big]
                               for mode in o.modes}
                     write_plot(o, "scale-memory.svg",
                                plot.line_plot("Resident memory per live id (Soft-RoCE)",
@@ -594,9 +782,11 @@ def main(argv: Sequence[str]) -> int:
         if memory and not o.time_only:
             body += ["### Memory per live id",
                      "",
-                     "VmRSS after the N ids were made less VmRSS after the warm-up, over N; and "
-                     "the kernel's Slab (/proc/meminfo) the same way, for scale: the kernel's own "
-                     "cost of an id, which no mode changes.",
+                     "The N ids made after the warm-up, with no lives, in a process of their "
+                     "own: VmRSS after they were made less VmRSS before, over N; and the "
+                     "kernel's Slab (/proc/meminfo) the same way, for scale: the kernel's own "
+                     "cost of an id, which no mode changes. (The threads variant makes its ids "
+                     "as acked does.)",
                      "",
                      "| mode | variant | live ids | bytes per id | over raw | kernel slab bytes "
                      "per id |",
@@ -694,6 +884,27 @@ def main(argv: Sequence[str]) -> int:
                       "for its get and release. audit runs with CMSAFE_GUARD=mprotect (valgrind "
                       "has no userfaultfd). A ratio above %.2f fails the run." % (
                           ",".join(map(str, o.counts)), COUNT_M, scale_host.LIMIT), ""] + table
+        if o.conn_counts:
+            counted = {}
+            for mode in o.modes:
+                for n in o.conn_counts:
+                    c = counted[(mode, n)] = count_conns(mode, n)
+                    say("count conns %s %d: %.0f instructions per connection life, %.0f per "
+                        "event" % (mode, n, c.life, c.event))
+            table, over = scale_host.cost_table(counted, o.modes, o.conn_counts,
+                                                "held connections", "connection life")
+            problems += over
+            conn_counts = [
+                CONN_COUNT_HEADING,
+                "",
+                "`scripts/scale-live --conn-counts %s` in the Soft-RoCE guest: %d connection "
+                "lives (no QP, both sides in one process: the 7 events of the time section's "
+                "connections, the storm's events) after %d more as a warm-up, beside N "
+                "connections held established, under callgrind as above (inside scale_live's "
+                "`measure_conns` only). A ratio above %.2f fails the run."
+                % (",".join(map(str, o.conn_counts)), COUNT_CONNS, CONN_WARM,
+                   scale_host.LIMIT),
+                ""] + table
     except Failed as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 1
@@ -705,14 +916,21 @@ def main(argv: Sequence[str]) -> int:
             with open(PORT_RANGE, "w") as f:
                 f.write(old_range)
     intro = ("`scripts/scale-live --m %d --warm %d --runs %d` in the Soft-RoCE guest "
-             "(bench/scale_live.c): raw librdmacm, the API, the preload in audit and safe mode, "
-             "one after another in one guest; times are the median of %d runs, each size over "
-             "10 ids, and each mode's growth over raw's. A guest is not a bare machine: the "
-             "ratios are the figures to read, not the microseconds. Each resolved id holds a "
-             "local port of the kernel's ephemeral range (net.ipv4.ip_local_port_range, 28,232 "
-             "ports by default): past that many resolved ids on one address rdma_resolve_addr "
-             "fails with EADDRNOTAVAIL, raw librdmacm as well, so a run of more widens it to "
-             "%s for its time." % (o.m, o.warm, o.runs, o.runs, WIDE_RANGE))
+             "(bench/scale_live.c%s): raw librdmacm, the API, the preload in audit and safe "
+             "mode, one after another in one guest; times are the median of %d runs, %s, "
+             "each size over the smallest, and each mode's growth over raw's. The growth is of "
+             "each event's time over the reference's, a fixed piece of work timed just before "
+             "it: under emulation the guest's speed moves between two states, one about twice "
+             "the other, for seconds at a time, and the reference moves with it. A guest is not "
+             "a bare machine: the ratios are the figures to read, not the microseconds. Each "
+             "resolved id holds a local port of the kernel's ephemeral range "
+             "(net.ipv4.ip_local_port_range, 28,232 ports by default): past that many resolved "
+             "ids on one address rdma_resolve_addr fails with EADDRNOTAVAIL, raw librdmacm as "
+             "well, so a run of more widens it to %s for its time."
+             % (o.m, o.warm, o.runs, guest_cpus(), o.runs,
+                "one process a mode taking the sizes once, the largest first (whose memory is "
+                "the table's)" if o.slice else "a process each taking the sizes up and back "
+                "down (a size's figure the mean of its visits)", WIDE_RANGE))
     sections = []
     if body:
         body += kept_from(o.out, HEADING, body)
@@ -722,6 +940,8 @@ def main(argv: Sequence[str]) -> int:
                          + body, HEADING))
     if counts:
         sections.append((counts, COUNT_HEADING))
+    if conn_counts:
+        sections.append((conn_counts, CONN_COUNT_HEADING))
     if mimic:
         sections.append((mimic, MIMIC_HEADING))
     if owned:
