@@ -111,9 +111,9 @@ scale-host: deps preload host-tests ## bench: cost and memory as live ids grow t
 # id (VmRSS, and the preload's own account beside it), destroys beside events pending, ids past
 # librdmacm's table, cmtime with thousands of connections, and the loops' user-space
 # instructions under callgrind; then cmtime's mimic mode (no QPs: rdma-core 56, so in trixie's
-# guest) with 2,000 connections. Their sections of bench/results/scale.md and a plot per figure
-# (bench/results/scale-*.svg). The first guest has one vCPU: under emulation a vCPU's speed
-# moves between two states, and with one the reference beside each event shares its state.
+# guest) with 2,000 and 10,000 connections. Their sections of bench/results/scale.md and a plot
+# per figure (bench/results/scale-*.svg). The first guest has one vCPU: under emulation a vCPU's
+# speed moves between two states, and with one the reference beside each event shares its state.
 # About two hours after scale-host's 10. A guest writes under its target/ only (the tree is
 # read-only there, and a --stack guest's target/ is target/stacks/NAME/target): each section
 # goes into a copy of scale.md, which comes back with the plots.
@@ -124,7 +124,7 @@ bench-scale: scale-host $(BENCH)/scale_live ## bench: live ids to 50,000, host c
 	RXE_VM_SMP=1 $(RXE_VM) -- scripts/scale-live --own 1000,10000,50000 \
 	  --out target/scale-bench/scale.md --plots target/scale-bench
 	cp target/scale-bench/scale.md $(SCALE_TRIXIE)/scale.md
-	$(RXE_VM) --stack trixie -- scripts/scale-live --only mimic --mimic 2000 \
+	$(RXE_VM) --stack trixie -- scripts/scale-live --only mimic --mimic 2000,10000 \
 	  --out target/scale-bench/scale.md
 	cp $(SCALE_TRIXIE)/scale.md target/scale-bench/scale-*.svg bench/results/
 

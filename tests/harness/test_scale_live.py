@@ -276,6 +276,20 @@ class StandinTest(unittest.TestCase):
                       "left it (its times the median of 3 runs).\n\nmemory", text)
         self.assertIn("acked\n", text)
         self.assertNotIn("### Past librdmacm", text)
+        self.assertIn("`scripts/scale-live --m 1000 --warm 2100 --runs 1 --only time --variants "
+                      "threads` in the Soft-RoCE guest", text)
+        # A second run of the same kind: the parts kept once keep their one line.
+        rc, _, err = main_of(["--only", "time", "--variants", "acked", "--sizes", "10",
+                              "--runs", "1", "--out", res])
+        self.assertEqual(rc, 0, err)
+        with open(res) as f:
+            text = f.read()
+        self.assertEqual(text.count("Not run again"), 2, text)
+        self.assertIn("### Memory per live id\n\nNot run again: as `scripts/scale-live --runs 3` "
+                      "left it (its times the median of 3 runs).\n\nmemory", text)
+        self.assertIn("### Time, 16 threads running the lives, each on a channel of its own\n\n"
+                      "Not run again: as `scripts/scale-live --m 1000 --warm 2100 --runs 1 --only "
+                      "time --variants threads` left it", text)
 
     def test_a_profile_without_every_event_is_named(self):
         os.environ["CALLS"] = "399"
@@ -315,13 +329,13 @@ done
 
 
 class SetupTest(unittest.TestCase):
-    def section(self, script: str, mimic: bool) -> list[str]:
-        """setup_section over 2,000 connections with SCRIPT as cmtime (and a device of 65,536
+    def section(self, script: str, mimic: bool, max_qp: int = 65536) -> list[str]:
+        """setup_section over 2,000 connections with SCRIPT as cmtime (and a device of MAX_QP
         QPs, as ibv_devinfo -v says it)."""
         d = tempfile.mkdtemp(prefix="scale-live-cmtime-")
         for name, text in (("cmtime", script),
                            ("ibv_devinfo", "#!/bin/sh\nprintf '\\tmax_mr:\\t\\t\\t1\\n"
-                                           "\\tmax_qp:\\t\\t\\t65536\\n'\n")):
+                                           "\\tmax_qp:\\t\\t\\t%d\\n'\n" % max_qp)):
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
             os.chmod(os.path.join(d, name), stat.S_IRWXU)
@@ -360,7 +374,14 @@ class SetupTest(unittest.TestCase):
         self.assertIn("This device allows 65536 QPs (ibv_devinfo's max_qp); cmtime without "
                       "mimic mode makes two a connection on one address (the client's and the "
                       "server's), so its QPs run out past 32768 connections.", rows[2])
+
         self.assertIn("| total | 70.0 | 140.0 | 2.00 | 210.0 | 3.00 |", rows)
+
+    def test_a_device_whose_qps_outlast_librdmacms_ids(self):
+        rows = self.section(CMTIME, True, 1048560)
+        self.assertIn("so its QPs run out past 524280 connections, past librdmacm's 65535 ids a "
+                      "process: here the ids run out first, and mimic mode times the CM without "
+                      "QPs' costs.", rows[2])
 
 
 class PortsTest(unittest.TestCase):

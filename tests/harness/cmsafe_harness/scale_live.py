@@ -101,6 +101,7 @@ VALGRIND = "valgrind"
 PENDING = (0, 100, 1000, 10000)
 DESTROYS = 200  # ids destroyed, each timed, beside the pending events
 LIMIT_IDS = 70000  # past librdmacm's table of 65,535 (its IDX_MAX_INDEX)
+LIBRDMACM_IDS = 65535
 SAMPLE = 1000  # of the first and of the last ids made, resolved and checked
 SETUP = (1000, 4000)  # connections cmtime sets up at once
 MIMIC_SERVER_QPN = 1 << 20  # the server's first QP number in mimic mode: past the client's
@@ -595,8 +596,11 @@ def setup_section(o: Options, sizes: Sequence[int], mimic: bool = False) -> list
         if qps:
             out[-1] += (" This device allows %d QPs (ibv_devinfo's max_qp); cmtime without "
                         "mimic mode makes two a connection on one address (the client's and "
-                        "the server's), so its QPs run out past %d connections." % (qps,
-                                                                                qps // 2))
+                        "the server's), so its QPs run out past %d connections" % (qps,
+                                                                               qps // 2))
+            out[-1] += ("." if qps // 2 <= LIBRDMACM_IDS else
+                        ", past librdmacm's %d ids a process: here the ids run out first, and "
+                        "mimic mode times the CM without QPs' costs." % LIBRDMACM_IDS)
     out.append("")
     for n in sizes:
         # Without QPs cmtime numbers each side's connections from its -q (1000 by default): on
@@ -665,7 +669,8 @@ def old_figures(path: str | None, heading: str) -> list[str]:
 
 def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
     """The "### " parts of PATH's section under HEADING that BODY does not make again (a run of
-    some variants only), each with a line saying which earlier run made them."""
+    some variants only), each with a line saying which earlier run made them (a part kept once
+    already keeps its own line: it is older than that run)."""
     section = old_section(path, heading)
     intro = next((line for line in section if line.startswith("`scripts/scale-live")), "")
     cmd = intro[1:intro.index("`", 1)] if intro.count("`") >= 2 else "an earlier run"
@@ -680,7 +685,9 @@ def kept_from(path: str | None, heading: str, body: Sequence[str]) -> list[str]:
             if part and part[0] not in made:
                 while part[-1] == "":
                     part.pop()
-                out += ([""] if out else []) + [part[0], "", note] + part[1:]
+                said = any(x.startswith("Not run again:") for x in part[1:])
+                out += ([""] if out else []) + [part[0]] + ([] if said else ["", note]) \
+                    + part[1:]
             part = [line]
         elif part:
             part.append(line)
@@ -762,10 +769,14 @@ def main(argv: Sequence[str]) -> int:
                     body += rows
                     problems += over
             if variant == "acked":
-                for what, key, unit in (("event", "event_ns", "µs per event (get and ack)"),
-                                        ("life", "life_ns", "µs per id life")):
-                    series = {mode: [(n, getattr(lives[(mode, n)], key) / 1000) for n in o.sizes]
-                              for mode in o.modes}
+                # The event's time over the reference's, the figure the growth is read from;
+                # the id life in µs (no reference beside it).
+                for what, key, scale, unit in (
+                        ("event", "relative", 1, "an event's time (get and ack) over the "
+                         "reference's"),
+                        ("life", "life_ns", 1000, "µs per id life")):
+                    series = {mode: [(n, getattr(lives[(mode, n)], key) / scale)
+                                     for n in o.sizes] for mode in o.modes}
                     write_plot(o, "scale-%s.svg" % what,
                                plot.line_plot("Time per %s as live ids grow (Soft-RoCE)"
                                               % ("event" if what == "event" else "id life"),
@@ -915,7 +926,7 @@ def main(argv: Sequence[str]) -> int:
         if old_range:
             with open(PORT_RANGE, "w") as f:
                 f.write(old_range)
-    intro = ("`scripts/scale-live --m %d --warm %d --runs %d` in the Soft-RoCE guest "
+    intro = ("`scripts/scale-live --m %d --warm %d --runs %d%s` in the Soft-RoCE guest "
              "(bench/scale_live.c%s): raw librdmacm, the API, the preload in audit and safe "
              "mode, one after another in one guest; times are the median of %d runs, %s, "
              "each size over the smallest, and each mode's growth over raw's. The growth is of "
@@ -927,7 +938,9 @@ def main(argv: Sequence[str]) -> int:
              "(net.ipv4.ip_local_port_range, 28,232 ports by default): past that many resolved "
              "ids on one address rdma_resolve_addr fails with EADDRNOTAVAIL, raw librdmacm as "
              "well, so a run of more widens it to %s for its time."
-             % (o.m, o.warm, o.runs, guest_cpus(), o.runs,
+             % (o.m, o.warm, o.runs,
+                " --only time --variants " + ",".join(o.variants) if o.time_only else "",
+                guest_cpus(), o.runs,
                 "one process a mode taking the sizes once, the largest first (whose memory is "
                 "the table's)" if o.slice else "a process each taking the sizes up and back "
                 "down (a size's figure the mean of its visits)", WIDE_RANGE))
