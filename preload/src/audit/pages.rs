@@ -89,7 +89,7 @@ pub struct Ring {
     /// The ring is pages [0, limit).
     limit: usize,
     /// Pages below this were opened once, and have stayed accessible since if the guard is
-    /// userfaultfd (0 again when mprotect takes over).
+    /// userfaultfd (not reset when mprotect takes over: `lap` reads the guard first).
     accessible: usize,
     /// Pages and blocks the laps looked at: what taking a page costs (the tests hold it).
     #[cfg(test)]
@@ -435,7 +435,7 @@ fn first_touch(page: usize) {
 
 /// Makes the `n` free pages from `page`, just made accessible, writable in the page tables:
 /// with mprotect, `populate`; with userfaultfd they are empty, and the fault thread fills the
-/// run when the first copy's write touches it (`answer_fault`).
+/// run when `first_touch` reads its first page (`answer_fault`).
 fn fill_run(page: usize, n: usize) {
     if GUARD.load(Ordering::Acquire) != BY_FAULT_THREAD {
         populate(page, n);
@@ -499,10 +499,15 @@ fn answer_fault(addr: usize, tid: i32) -> (Answer, Option<faults::Fault>) {
             (Answer::Fill(kept as *const u8, KEPT), Some(f))
         }
         page_state::Fault::AlreadyOpen => (Answer::Wake, None),
-        // A page just taken, its copy's first write, or a free one: the run of pages the ring
-        // takes next, filled at once.
+        // A page just taken (`first_touch`'s read, or a copy's first write), or a free one: the
+        // run of pages the ring takes next, filled at once. Not past the ring's end: the pages
+        // there are not yet accessible (another mapping), which would leave the fill to the
+        // faulting page alone. Relaxed: a stale, smaller size only shortens the run.
         page_state::Fault::Live | page_state::Fault::NeverUsed => {
-            let run = (page..(page + OPEN_RUN).min(PAGES))
+            let end = (page + OPEN_RUN)
+                .min(RING_SIZE.load(Ordering::Relaxed).max(page + 1))
+                .min(PAGES);
+            let run = (page..end)
                 .take_while(|&p| p == page || STATES[p].is_free())
                 .count();
             (Answer::Zeros(z, run * size), None)
@@ -949,6 +954,41 @@ mod tests {
             "{looked} looks for {TAKES} pages taken beside {HELD} held"
         );
         assert!(held.iter().all(|&p| STATES[p].phase().0 == Phase::Live));
+    }
+
+    /// Whether `page` of the reservation is in memory (mincore(2)).
+    fn resident(page: usize) -> bool {
+        let size = self::page();
+        let mut v = 0u8;
+        // SAFETY: a page-aligned range of our reservation, one byte of result.
+        let rc = unsafe {
+            libc::mincore(
+                (base().expect("the reservation") + page * size) as *mut libc::c_void,
+                size,
+                &mut v,
+            )
+        };
+        assert_eq!(rc, 0, "mincore");
+        v & 1 == 1
+    }
+
+    /// With userfaultfd, a page the ring hands out is already filled: its run was filled when
+    /// the ring opened it, so no copy's write waits for the fault thread. With 37 pages held
+    /// (runs then start off a multiple of 64) and the rest taken and released one at a time,
+    /// the ring goes round its whole length: runs open everywhere, those cut by the ring's end
+    /// too (the pages past it are free but not yet accessible).
+    #[test]
+    fn pages_are_filled_before_a_copy_is_written() {
+        if guard_under_test() != BY_FAULT_THREAD {
+            return;
+        }
+        let kept: Vec<usize> = (0..37).map(|_| hold()).collect();
+        for i in 0..1000 {
+            let p = hold();
+            assert!(resident(p), "page {p}, the {i}th taken, not filled");
+            release(p);
+        }
+        kept.into_iter().for_each(release);
     }
 
     #[test]
