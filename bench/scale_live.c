@@ -149,10 +149,9 @@ static void want(const struct got *g, struct rdma_cm_id *id, int type)
     }
 }
 
-/* The next event of CH, which must be ID's of TYPE, got and released once the fd is readable;
- * the nanoseconds the get and the release took. */
-/* Neither inlined nor cloned under another name: under callgrind (scripts/scale-live --count)
- * the inclusive instructions of each call of this are one event's get and release. */
+/* The next event of CH got and released. Neither inlined nor cloned under another name: under
+ * callgrind (scripts/scale-live --counts) the inclusive instructions of each call of this are
+ * one event's get and release. */
 __attribute__((noinline, noclone)) static struct got scale_event(struct rdma_event_channel *ch)
 {
     struct got g = get(ch);
@@ -174,18 +173,6 @@ static long long reference_ns(void)
         spin[i % 64] = spin[(i * 7) % 64] * 1103515245u + 12345u;
     (void)syscall(SYS_getppid);
     return now_ns() - t0;
-}
-
-static long long timed_event(struct rdma_event_channel *ch, struct rdma_cm_id *id, int type,
-                             long long *ref)
-{
-    wait_readable(ch);
-    *ref = reference ? reference_ns() : 0;
-    long long t0 = now_ns();
-    struct got g = scale_event(ch);
-    long long t = now_ns() - t0;
-    want(&g, id, type);
-    return t;
 }
 
 static struct rdma_cm_id *resolved(struct rdma_event_channel *ch, struct got *g)
@@ -282,11 +269,21 @@ static double median_over_reference(const long long *t, const long long *r, long
     return m;
 }
 
-static void add_time(struct loop *l, long long ns, long long ref)
+/* The next event of CH, which must be of TYPE (and ID's, unless ID is NULL), got and released
+ * once the fd is readable (the reference timed just before it when asked for), its time and the
+ * reference's kept in L; its id. */
+static struct rdma_cm_id *timed_event(struct loop *l, struct rdma_event_channel *ch,
+                                      struct rdma_cm_id *id, int type)
 {
-    l->event_ns += ns;
+    wait_readable(ch);
+    long long ref = reference ? reference_ns() : 0, t0 = now_ns();
+    struct got g = scale_event(ch);
+    long long t = now_ns() - t0;
+    want(&g, id ? id : g.id, type);
+    l->event_ns += t;
     if (l->times)
-        l->refs[l->timed] = ref, l->times[l->timed++] = ns;
+        l->refs[l->timed] = ref, l->times[l->timed++] = t;
+    return g.id;
 }
 
 static void *run_lives(void *arg)
@@ -298,12 +295,10 @@ static void *run_lives(void *arg)
             die("rdma_create_id");
         if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
             die("rdma_resolve_addr");
-        long long ref, t = timed_event(l->ch, id, RDMA_CM_EVENT_ADDR_RESOLVED, &ref);
-        add_time(l, t, ref);
+        timed_event(l, l->ch, id, RDMA_CM_EVENT_ADDR_RESOLVED);
         if (rdma_resolve_route(id, 2000))
             die("rdma_resolve_route");
-        t = timed_event(l->ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED, &ref);
-        add_time(l, t, ref);
+        timed_event(l, l->ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED);
         if (rdma_destroy_id(id))
             die("rdma_destroy_id");
     }
@@ -382,12 +377,16 @@ static void hold_to(struct held_ids *h, long n)
     }
 }
 
-static int live(const long *sizes, long nsizes, long m, long warmup, int hold, long channels,
+/* The sizes a process takes in turn ("N[,N...]"), and the largest. */
+struct sizes {
+    long at[16];
+    long count, most;
+};
+
+static int live(const struct sizes *sizes, long m, long warmup, int hold, long channels,
                 long threads)
 {
-    long most = 0;
-    for (long s = 0; s < nsizes; s++)
-        most = sizes[s] > most ? sizes[s] : most;
+    long most = sizes->most;
     struct rdma_event_channel **ch = calloc((size_t)channels, sizeof *ch);
     struct held_ids h = {.ch = ch, .channels = channels, .hold = hold};
     h.ids = calloc((size_t)most + 1, sizeof *h.ids);
@@ -419,8 +418,8 @@ static int live(const long *sizes, long nsizes, long m, long warmup, int hold, l
     }
 
     long rss0 = kb("/proc/self/status", "VmRSS:"), slab0 = kb("/proc/meminfo", "Slab:");
-    for (long s = 0; s < nsizes; s++) {
-        long n = sizes[s];
+    for (long s = 0; s < sizes->count; s++) {
+        long n = sizes->at[s];
         hold_to(&h, n);
         long rss1 = kb("/proc/self/status", "VmRSS:"), slab1 = kb("/proc/meminfo", "Slab:");
         for (long i = 0; i < nwarm; i++)
@@ -485,19 +484,6 @@ static struct rdma_conn_param made_up(struct conns *c)
     return p;
 }
 
-/* The next event of CH, which must be of TYPE (and ID's, unless ID is NULL), got and released
- * once the fd is readable, timed into C; its id. */
-static struct rdma_cm_id *conn_event(struct conns *c, struct rdma_event_channel *ch,
-                                     struct rdma_cm_id *id, int type)
-{
-    wait_readable(ch);
-    long long ref = reference ? reference_ns() : 0, t0 = now_ns();
-    struct got g = scale_event(ch);
-    add_time(&c->timed, now_ns() - t0, ref);
-    want(&g, id ? id : g.id, type);
-    return g.id;
-}
-
 /* One connection set up, both sides; the client's id, and the server's in *SERVER. */
 static struct rdma_cm_id *connected(struct conns *c, struct rdma_cm_id **server)
 {
@@ -506,22 +492,22 @@ static struct rdma_cm_id *connected(struct conns *c, struct rdma_cm_id **server)
         die("rdma_create_id");
     if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
         die("rdma_resolve_addr");
-    conn_event(c, c->client, id, RDMA_CM_EVENT_ADDR_RESOLVED);
+    timed_event(&c->timed, c->client, id, RDMA_CM_EVENT_ADDR_RESOLVED);
     if (rdma_resolve_route(id, 2000))
         die("rdma_resolve_route");
-    conn_event(c, c->client, id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    timed_event(&c->timed, c->client, id, RDMA_CM_EVENT_ROUTE_RESOLVED);
     struct rdma_conn_param p = made_up(c);
     if (rdma_connect(id, &p))
         die("rdma_connect");
-    *server = conn_event(c, c->server, NULL, RDMA_CM_EVENT_CONNECT_REQUEST);
+    *server = timed_event(&c->timed, c->server, NULL, RDMA_CM_EVENT_CONNECT_REQUEST);
     p = made_up(c);
     if (rdma_accept(*server, &p))
         die("rdma_accept");
     /* With no QP the client's side is CONNECT_RESPONSE, and rdma_establish sends the RTU. */
-    conn_event(c, c->client, id, RDMA_CM_EVENT_CONNECT_RESPONSE);
+    timed_event(&c->timed, c->client, id, RDMA_CM_EVENT_CONNECT_RESPONSE);
     if (rdma_establish(id))
         die("rdma_establish");
-    conn_event(c, c->server, *server, RDMA_CM_EVENT_ESTABLISHED);
+    timed_event(&c->timed, c->server, *server, RDMA_CM_EVENT_ESTABLISHED);
     return id;
 }
 
@@ -529,10 +515,10 @@ static void disconnected(struct conns *c, struct rdma_cm_id *id, struct rdma_cm_
 {
     if (rdma_disconnect(id))
         die("rdma_disconnect");
-    conn_event(c, c->server, server, RDMA_CM_EVENT_DISCONNECTED);
+    timed_event(&c->timed, c->server, server, RDMA_CM_EVENT_DISCONNECTED);
     if (rdma_disconnect(server))
         die("rdma_disconnect");
-    conn_event(c, c->client, id, RDMA_CM_EVENT_DISCONNECTED);
+    timed_event(&c->timed, c->client, id, RDMA_CM_EVENT_DISCONNECTED);
     if (rdma_destroy_id(server) || rdma_destroy_id(id))
         die("rdma_destroy_id");
 }
@@ -552,11 +538,9 @@ __attribute__((noinline, noclone)) static void measure_conns(struct conns *c, lo
     conn_lives(c, m);
 }
 
-static int conns(const long *sizes, long nsizes, long m, long warmup)
+static int conns(const struct sizes *sizes, long m, long warmup)
 {
-    long most = 0;
-    for (long s = 0; s < nsizes; s++)
-        most = sizes[s] > most ? sizes[s] : most;
+    long most = sizes->most;
     struct conns c = {.qp_num = 1000};
     struct rdma_cm_id **ids = calloc((size_t)most + 1, sizeof *ids);
     struct rdma_cm_id **servers = calloc((size_t)most + 1, sizeof *servers);
@@ -573,10 +557,10 @@ static int conns(const long *sizes, long nsizes, long m, long warmup)
         die("rdma_listen");
     conn_lives(&c, warmup);
     long live = 0;
-    for (long s = 0; s < nsizes; s++) {
-        for (; live < sizes[s]; live++)
+    for (long s = 0; s < sizes->count; s++) {
+        for (; live < sizes->at[s]; live++)
             ids[live] = connected(&c, &servers[live]);
-        for (; live > sizes[s]; live--)
+        for (; live > sizes->at[s]; live--)
             disconnected(&c, ids[live - 1], servers[live - 1]);
         c.timed = (struct loop){.times = times, .refs = refs};
         long long cpu0 = cpu_us(), t0 = now_ns();
@@ -659,28 +643,30 @@ static int pending(long p, long k)
     return got == p ? 0 : 1;
 }
 
-/* The sizes of "N[,N...]", each at least 0, into SIZES (room for MAX); how many. */
-static long size_list(const char *arg, long *sizes, long max)
+/* The sizes of "N[,N...]", each at least 0. */
+static struct sizes size_list(const char *arg)
 {
+    struct sizes s = {.count = 0};
+    long max = (long)(sizeof s.at / sizeof s.at[0]);
     char buf[256];
     if (strlen(arg) >= sizeof buf) {
         fprintf(stderr, "scale_live: %s: too long a list of sizes\n", arg);
         exit(2);
     }
     strcpy(buf, arg);
-    long n = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == max) {
+        if (s.count == max) {
             fprintf(stderr, "scale_live: %s: at most %ld sizes\n", arg, max);
             exit(2);
         }
-        sizes[n++] = number(tok, 0);
+        long n = s.at[s.count++] = number(tok, 0);
+        s.most = n > s.most ? n : s.most;
     }
-    if (!n) {
+    if (!s.count) {
         fprintf(stderr, "scale_live: %s: no size\n", arg);
         exit(2);
     }
-    return n;
+    return s;
 }
 
 static const char *errno_name(int e)
@@ -760,15 +746,13 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "live") == 0 && argc == 9) {
         if (strcmp(argv[6], "acked") && strcmp(argv[6], "held"))
             return usage();
-        long sizes[16];
-        long nsizes = size_list(argv[3], sizes, 16);
-        return live(sizes, nsizes, number(argv[4], 0), number(argv[5], 0),
+        struct sizes sizes = size_list(argv[3]);
+        return live(&sizes, number(argv[4], 0), number(argv[5], 0),
                     strcmp(argv[6], "held") == 0, number(argv[7], 1), number(argv[8], 1));
     }
     if (strcmp(argv[1], "conns") == 0 && argc == 6) {
-        long sizes[16];
-        long nsizes = size_list(argv[3], sizes, 16);
-        return conns(sizes, nsizes, number(argv[4], 0), number(argv[5], 0));
+        struct sizes sizes = size_list(argv[3]);
+        return conns(&sizes, number(argv[4], 0), number(argv[5], 0));
     }
     if (strcmp(argv[1], "pending") == 0 && argc == 5)
         return pending(number(argv[3], 0), number(argv[4], 1));

@@ -363,38 +363,37 @@ def totals(lines: Sequence[str]) -> int | None:
     return next((int(x.split()[1]) for x in lines if x.startswith("totals:")), None)
 
 
-def count(mode: str, n: int, warm: int) -> scale_host.Count:
-    """User-space instructions per id life and per event (get and release) of COUNT_M lives
-    beside N live ids, acked, one channel: callgrind collects inside scale_live's `measure`
-    only, and `scale_event` is one event's get and release."""
-    args = ["live", str(n), str(COUNT_M), str(warm), "acked", "1", "1"]
-    lines = callgrind(mode, "measure", args, _LIVE)
+def counted(mode: str, args: Sequence[str], collect: str, pattern: re.Pattern[str],
+            lives: int, per_life: int) -> scale_host.Count:
+    """User-space instructions per life and per event of the LIVES lives scale_live ARGS runs
+    inside COLLECT (PER_LIFE events each, each one call of `scale_event`: its get and
+    release)."""
+    lines = callgrind(mode, collect, args, pattern)
     total = totals(lines)
-    # callgrind counts the calls made outside `measure` too (the warm-up's), but not their
-    # instructions: the lives' events are 2 * COUNT_M of them.
+    # callgrind counts the calls made outside COLLECT too (the warm-up's), but not their
+    # instructions: the lives' events are PER_LIFE * LIVES of them.
     calls, events = scale_host.calls_to(lines, "scale_event")
-    if total is None or calls < 2 * COUNT_M:
-        raise Failed("%s live %d %d under callgrind: %s instructions counted, %d calls of "
-                     "scale_event (want at least %d)" % (mode, n, COUNT_M,
+    want = per_life * lives
+    if total is None or calls < want:
+        raise Failed("%s %s %s %d under callgrind: %s instructions counted, %d calls of "
+                     "scale_event (want at least %d)" % (mode, args[0], args[1], lives,
                                                          [total] if total else "no", calls,
-                                                         2 * COUNT_M))
-    return scale_host.Count(total / COUNT_M, events / (2 * COUNT_M))
+                                                         want))
+    return scale_host.Count(total / lives, events / want)
+
+
+def count(mode: str, n: int, warm: int) -> scale_host.Count:
+    """Per id life and per event (get and release), COUNT_M lives beside N live ids, acked,
+    one channel: inside scale_live's `measure`."""
+    return counted(mode, ["live", str(n), str(COUNT_M), str(warm), "acked", "1", "1"],
+                   "measure", _LIVE, COUNT_M, 2)
 
 
 def count_conns(mode: str, n: int) -> scale_host.Count:
-    """User-space instructions per connection life, both sides, and per event, of COUNT_CONNS
-    lives beside N held connections (callgrind inside scale_live's `measure_conns`)."""
-    args = ["conns", str(n), str(COUNT_CONNS), str(CONN_WARM)]
-    lines = callgrind(mode, "measure_conns", args, _CONNS)
-    total = totals(lines)
-    calls, events = scale_host.calls_to(lines, "scale_event")
-    want = CONN_EVENTS * COUNT_CONNS
-    if total is None or calls < want:
-        raise Failed("%s conns %d %d under callgrind: %s instructions counted, %d calls of "
-                     "scale_event (want at least %d)" % (mode, n, COUNT_CONNS,
-                                                         [total] if total else "no", calls,
-                                                         want))
-    return scale_host.Count(total / COUNT_CONNS, events / want)
+    """Per connection life, both sides, and per event, COUNT_CONNS lives beside N held
+    connections: inside scale_live's `measure_conns`."""
+    return counted(mode, ["conns", str(n), str(COUNT_CONNS), str(CONN_WARM)], "measure_conns",
+                   _CONNS, COUNT_CONNS, CONN_EVENTS)
 
 
 def count_pending(mode: str, p: int) -> float:
