@@ -1,6 +1,9 @@
 //! Exit and fork: the summary is said at exit, and a child after fork(2) gets its own report.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Once;
+
+use cmsafe_sync::{Deadline, Latch};
 
 use crate::audit::pages::RING_PAGES;
 use crate::cm::track::STATE;
@@ -9,6 +12,19 @@ use crate::verbs::async_events::ASYNCS;
 use crate::verbs::cq::CQS;
 
 static REGISTER: Once = Once::new();
+
+/// The summary at exit, done once `at_exit` has returned (or when it is never to run). A second
+/// thread's exit(3) meanwhile waits for it in `after_summary`.
+static SUMMARY: Latch = Latch::new();
+
+/// The thread in `at_exit` (0: none yet): a signal handler that interrupts it and calls exit(3)
+/// there must not wait for its own thread.
+static SUMMARY_THREAD: AtomicI32 = AtomicI32::new(0);
+
+/// How long a concurrent exit waits for the summary, in nanoseconds. Writing it takes
+/// milliseconds (no write of ours blocks); one stuck longer (a lock of ours held by a thread a
+/// signal handler stopped) is given up, and that exit goes on as it would without us.
+const SUMMARY_WAIT_NS: u64 = 1_000_000_000;
 
 /// Run by the dynamic loader when the preload is loaded, before the program's main: which file
 /// stderr is (our lines go to that one only: cmsafe_core::stderr), and the exit and fork
@@ -19,7 +35,14 @@ extern "C" fn at_load() {
     cmsafe_core::stderr::remember();
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe {
-        libc::atexit(at_exit);
+        // after_summary first, so that it runs after at_exit. When two threads call exit(3) at
+        // once (rping's CM thread does while its main thread returns), glibc hands each
+        // handler to one of them, and the one that finds none left ends the process: without a
+        // handler of ours left to take, the second would cut the summary off.
+        libc::atexit(after_summary);
+        if libc::atexit(at_exit) != 0 {
+            SUMMARY.done();
+        }
         libc::pthread_atfork(
             Some(before_fork),
             Some(after_fork_parent),
@@ -52,6 +75,27 @@ pub fn quietly(f: impl FnOnce()) {
 }
 
 extern "C" fn at_exit() {
+    SUMMARY_THREAD.store(crate::sys::this_thread::id(), Ordering::Relaxed);
+    summary();
+    SUMMARY.done();
+}
+
+/// The last exit handler of ours: a thread that calls exit(3) while another writes the summary
+/// gets here and waits for it, up to SUMMARY_WAIT_NS. Alone, the summary is done by now.
+extern "C" fn after_summary() {
+    crate::sys::quiet::run(|| {
+        if SUMMARY.is_done()
+            || SUMMARY_THREAD.load(Ordering::Relaxed) == crate::sys::this_thread::id()
+        {
+            return;
+        }
+        let deadline = cmsafe_core::clock::monotonic_ns() + SUMMARY_WAIT_NS;
+        // A signal's handler ran: wait on for what is left.
+        while SUMMARY.wait(Deadline::At(deadline)) == Err(libc::EINTR) {}
+    });
+}
+
+fn summary() {
     crate::sys::quiet::run(|| {
         // exit(3) called by a signal handler that interrupted this very thread inside one of
         // the preload's locks (a service's SIGTERM handler that exits): the tables are
@@ -113,6 +157,11 @@ extern "C" fn after_fork_parent() {
 /// as its lock is released, or at its next lock when the forking thread was inside it.
 extern "C" fn after_fork_child() {
     crate::sys::alloc::unlock_after_fork();
+    // Forked while another thread wrote the summary: the child's exit has no at_exit left to
+    // run, so nothing of it is to wait for.
+    if SUMMARY_THREAD.load(Ordering::Relaxed) != 0 {
+        SUMMARY.done();
+    }
     // A fork from a signal handler that interrupted the preload's allocator: what the tables
     // free at their reset waits for their next lock, after the interrupted frame left it.
     let later = crate::sys::alloc::held_here();

@@ -84,6 +84,20 @@ impl Futex {
         };
     }
 
+    /// Wakes every thread sleeping in `wait`.
+    #[cfg(not(loom))]
+    pub(crate) fn wake_all(&self) {
+        // SAFETY: a valid futex word; waking its waiters has no other effect.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            )
+        };
+    }
+
     /// The model: no time passes in loom, so a wait with a deadline finds it passed (after the
     /// check of the word, as the kernel does), and no signal comes.
     #[cfg(loom)]
@@ -106,4 +120,23 @@ impl Futex {
         let _queued = self.queue.lock().unwrap();
         self.wakeups.notify_one();
     }
+
+    #[cfg(loom)]
+    pub(crate) fn wake_all(&self) {
+        let _queued = self.queue.lock().unwrap();
+        self.wakeups.notify_all();
+    }
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the deadlines, for the unit tests.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -11,7 +11,9 @@
 //!
 //! - [`SlotRefs`]: a pooled slot's references, to its event and to its buffer, in one word.
 //! - [`TimedLock`]: a futex lock word whose acquisition can give up at a [`Deadline`] (it
-//!   sleeps in futex(2): the one part here that makes system calls).
+//!   sleeps in futex(2), as [`Latch`] does: the parts here that make system calls).
+//! - [`Latch`]: work done once that other threads may wait for up to a deadline (the exit
+//!   summary, which a second thread's exit waits for; it sleeps in futex(2) too).
 //! - [`signal_queue::SignalQueue`]: a bounded MPMC queue a signal handler may push to (audit's
 //!   use-after-ack findings).
 //! - [`page_state::PageState`]: the life of one of audit's guarded pages, by compare-and-swap.
@@ -28,6 +30,7 @@
 
 mod futex;
 mod holder;
+mod latch;
 mod lock;
 mod refs;
 mod seq_record;
@@ -41,6 +44,7 @@ pub mod read_table;
 pub mod signal_queue;
 
 pub use holder::HolderWord;
+pub use latch::Latch;
 pub use lock::{Deadline, TimedLock};
 pub use refs::{Released, SlotRefs};
 pub use seq_record::{Claimed, SeqRecord};

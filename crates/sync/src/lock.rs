@@ -95,20 +95,10 @@ impl Default for TimedLock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::futex::now_ns;
     use std::sync::mpsc;
     use std::sync::Arc;
     use std::time::Duration;
-
-    fn now_ns() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid out pointer.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        assert_eq!(rc, 0);
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
 
     #[test]
     fn a_held_lock_fails_a_try_and_times_out_at_the_deadline() {

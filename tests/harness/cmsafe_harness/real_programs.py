@@ -19,7 +19,9 @@ Known bugs of the programs themselves, each accepted only as named here:
   hundred). Preloaded, the audit names it (use-after-destroy-channel, at most once per side, at
   rping's code, and no other finding: RPING_RACE) and that side's exit status 255 is accepted
   with it; raw, nothing can name it but rping's own line ("rdma_get_cm_event: Bad file
-  descriptor"), and the reference run is accepted with that. Any other outcome fails as always.
+  descriptor"), and the reference run is accepted with that. Any other outcome fails as always;
+  the summary is still asked for: the CM thread's exit(-1) meets the main thread's exit, and
+  the preload's last exit handler makes it wait for the summary (tests/host/test_exit.py).
   rping from rdma-core 59 on (sid's 65) has another race instead (commit f3ae6534a): its CM
   thread polls the channel's fd and an eventfd and calls rdma_get_cm_event when the channel is
   readable, and its main thread destroys the id before it stops that thread. An event queued

@@ -10,10 +10,17 @@
  *                 handler
  *   exit loop fork  the same, but the handler forks (the child _exits 0), waits for the child
  *                 and then calls exit(0): the fork's handlers run in the interrupted thread
+ *   exit both N   two threads call exit(3) while the preload writes its summary: N ESTABLISHED are
+ *                 got and never acked (under the preload, exit writes a never-acked finding for
+ *                 each before the summary); main calls exit(0), and a second thread, once fd 2
+ *                 (a regular file) has grown past what it held when main called exit, calls
+ *                 exit(3). Exits 0 or 3, whichever of the two ends the process.
  * All exit 0 (5: the child did not); a step that fails is exit 2, said on stdout. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -108,13 +115,59 @@ static int loop(char **args)
     return 4;
 }
 
+static off_t stderr_size(void)
+{
+    struct stat st;
+    REQUIRE(fstat(2, &st) == 0, "fstat");
+    return st.st_size;
+}
+
+static off_t size_at_exit = -1;
+static pthread_mutex_t exiting_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t exiting = PTHREAD_COND_INITIALIZER;
+
+/* The second thread: waits for main's exit to be under way and to have written to fd 2, then
+ * exits too. */
+static void *second_exit(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&exiting_lock);
+    while (size_at_exit < 0)
+        pthread_cond_wait(&exiting, &exiting_lock);
+    off_t before = size_at_exit;
+    pthread_mutex_unlock(&exiting_lock);
+    while (stderr_size() <= before)
+        ;
+    exit(3);
+}
+
+static int both(char **args)
+{
+    long n = strtol(args[0], NULL, 10);
+    struct rdma_event_channel *ch = host_channel();
+    struct rdma_cm_id *id = host_id(ch);
+    for (long i = 0; i < n; i++) {
+        host_queue(id, RDMA_CM_EVENT_ESTABLISHED, NULL);
+        host_get(ch, RDMA_CM_EVENT_ESTABLISHED);
+    }
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, second_exit, NULL) == 0, "pthread_create");
+    printf("holding %ld events; exit(0)\n", n);
+    pthread_mutex_lock(&exiting_lock);
+    size_at_exit = stderr_size();
+    pthread_cond_signal(&exiting);
+    pthread_mutex_unlock(&exiting_lock);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     static const struct host_case cases[] = {
         {"blocked", 0, blocked},
         {"loop", 0, loop},
         {"loop", 1, loop},
+        {"both", 1, both},
     };
     return host_main(argc, argv, cases, sizeof cases / sizeof cases[0],
-                     "exit blocked | loop [fork]");
+                     "exit blocked | loop [fork] | both N");
 }
