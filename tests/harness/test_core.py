@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HARNESS = os.path.dirname(os.path.abspath(__file__))
@@ -108,6 +109,23 @@ class ProcTest(unittest.TestCase):
         self.assertTrue(r.hung)
         self.assertEqual(r.rc, 128 + signal.SIGTERM)
         self.assertLess(r.dur, 10)
+
+    def test_a_zombie_is_dying_and_a_sleeper_is_not(self):
+        sleeper = subprocess.Popen(["sleep", "30"])
+        self.addCleanup(sleeper.wait)
+        self.addCleanup(sleeper.kill)
+        done = subprocess.Popen(["true"])
+        self.addCleanup(done.wait)
+        # Not reaped (no poll or wait): a zombie until the cleanup's wait.
+        def state() -> str:
+            with open("/proc/%d/stat" % done.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+
+        while state() != "Z":
+            time.sleep(0.01)
+        self.assertTrue(proc._dying(done.pid))
+        self.assertFalse(proc._dying(sleeper.pid))
+        self.assertFalse(proc._dying(2 ** 22 + 1))  # no such process
 
     def test_term_ignored_then_kill(self):
         r = proc.run(["sh", "-c", "trap '' TERM; echo ready >&2; while :; do sleep 1; done"],

@@ -1260,6 +1260,9 @@ class Harness:
         problems, text = checked
         for x in problems:
             self.t.problem(x)
+        if r.teardown_stack:
+            text += " (dying at its deadline, not hung: its end took %.1f s more, in %s)" % (
+                r.teardown, " < ".join(r.teardown_stack[:6]))
         self.t.verdict("%s [%ss]" % (text, r.dur_text), [("stderr (%s.err, last lines)" % r.log, r.err)])
 
     # The CM event programs.

@@ -97,6 +97,10 @@ class Run:
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
     pid: int = 0  # the process's id (a preload's report is named after it)
+    # Dying at its deadline (not hung: see _dying): the seconds its teardown took after the
+    # deadline, and the kernel's stack of it then.
+    teardown: float = 0.0
+    teardown_stack: list[str] = field(default_factory=list)
 
     @property
     def dur_text(self) -> str:
@@ -196,24 +200,69 @@ def run(
     result.pid = proc.pid
     deadline = t0 + (hang_wait if pattern is not None and hang_wait is not None else timeout)
     seen = False
+    dying_at = None
     while proc.poll() is None:
         now = time.monotonic()
         if pattern is not None and not seen and _first_match(pattern, read_lines(err_path)):
             seen = True
             deadline = now + hang_grace
         if now >= deadline:
+            if dying_at is None and _dying(proc.pid):
+                dying_at = now
+                result.teardown_stack = _kernel_stack(proc.pid)
+                deadline = now + TEARDOWN_WAIT
+                continue
             result.hung = True
             _kill(proc)
             break
         time.sleep(POLL)
     result.rc = shell_status(proc.wait())
     result.dur = time.monotonic() - t0
+    if dying_at is not None:
+        result.teardown = time.monotonic() - dying_at
     result.out, result.err = _read(out_path, err_path, merged)
     return result
 
 
 def _read(out_path: str, err_path: str, merged: bool) -> tuple[list[str], list[str]]:
     return read_lines(out_path), [] if merged else read_lines(err_path)
+
+
+# A process the kernel is already tearing down at its deadline is not hung: it died (by a
+# signal, or exit) and what its end waits for is the kernel's, the release of its files (the
+# CM's retries of a handshake, with librdmacm's defaults, take up to 16 tries of 4.3 s). Its
+# stack is kept for the verdict. Flags of a task in /proc/PID/stat (include/linux/sched.h).
+PF_EXITING = 0x4
+PF_SIGNALED = 0x400
+TEARDOWN_WAIT = 120.0
+
+
+def _dying(pid: int) -> bool:
+    """Every task of PID is exiting, killed by a signal, or a zombie (a main thread that called
+    pthread_exit(3) is a zombie while the others run on: the process is not dying)."""
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] not in ("Z", "X") and int(fields[6]) & (PF_EXITING | PF_SIGNALED) == 0:
+            return False
+    return True
+
+
+def _kernel_stack(pid: int) -> list[str]:
+    """The kernel's stack of PID (root only), or why not."""
+    try:
+        with open("/proc/%d/stack" % pid) as f:
+            return [line.strip() for line in f if line.strip()]
+    except OSError as e:
+        return ["(/proc/%d/stack: %s)" % (pid, e.strerror)]
 
 
 def _kill(proc: subprocess.Popen) -> None:
