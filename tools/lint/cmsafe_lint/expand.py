@@ -17,9 +17,10 @@ NEVER = "cmsafe_lint_no_such_call"  # an alternative for an empty list: matches 
 
 
 class Expander:
-    def __init__(self, facts, summaries, file):
+    def __init__(self, facts, summaries, file, field_summaries=None):
         self.facts = facts
         self.summaries = summaries
+        self.fields = field_summaries
         self.file = file
         self._fresh = 0
         self._meta = []
@@ -143,6 +144,25 @@ class Expander:
 
     def DESTROY_QP(self, x, pos=None):
         return self._destroys("qp", x, pos)
+
+    def _field_helpers(self, table, kind, x, pos):
+        """Calls of the helpers whose field summary has KIND in TABLE ("destroys", "uses") for
+        the parameter given `x`."""
+        alts = []
+        for fn, _ in self.helpers:
+            fs = self.fields.of[fn] if self.fields else None
+            params = sorted({k.param for k in getattr(fs, table, {}) if k.kind == kind})
+            for i in params:
+                alts.append(self.call(fn.name, len(fn.params), i, x, pos))
+        return alts
+
+    def FIELD_DESTROY(self, kind, x, pos=None):
+        """A helper's destroy of an id (or channel) it reaches through a field of `x`."""
+        return self.disj_or_never(self._field_helpers("destroys", kind, x, pos), x, pos)
+
+    def FIELD_USE(self, kind, x, pos=None):
+        """A helper's use of an id (or channel) it reaches through a field of `x`."""
+        return self.disj_or_never(self._field_helpers("uses", kind, x, pos), x, pos)
 
     def _when_keep(self, e, address=False):
         lines = []

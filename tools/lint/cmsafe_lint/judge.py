@@ -17,9 +17,10 @@ the summaries and a plain reading of the source (ctext.Source).
   whose get is not seen may be another thread's (destroy-with-unacked).
 """
 
+import os
 import re
 
-from . import api, ctext
+from . import api, ctext, fields
 from .finding import Finding
 from .summary import Place
 
@@ -48,9 +49,10 @@ class Pos:
 
 
 class Judge:
-    def __init__(self, facts, summaries, sources):
+    def __init__(self, facts, summaries, sources, field_summaries=None):
         self.facts = facts
         self.summaries = summaries
+        self.fields = field_summaries
         self.sources = sources  # file -> ctext.Source
         self.findings = {}
         self._handler_types = {}
@@ -690,6 +692,112 @@ class Judge:
         self.add(Finding(kind, pu.file, pu.line, pu.col,
                          "%s after %s(%s) at line %d freed the %s" % (
                              use, dc.name if dc else "its destroy", obj, pd.line, what)))
+
+    def _field_use_after_destroy(self, rec):
+        """A helper destroyed ids (or a channel) it reaches through a field of Y; then a helper
+        uses one through the same field of Y, or a call uses a name the function gave that
+        field (`conn->cm_id = cm_id`). Fields written between (a new id in `nodes[i].id`, the
+        array allocated again) end it."""
+        pd, pu = Pos(rec["destroy"]), Pos(rec["use"])
+        kind, y = rec["kind"], ctext.norm(rec["obj"])
+        dc, uc = self.call_at(pd), self.call_at(pu)
+        fn = self.facts.by_file.get(pd.file, {}).get(pd.fn)
+        if dc is None or uc is None or fn is None or pd.key == pu.key or self.fields is None:
+            return
+        base = fields.split(y)
+        if base is None:
+            return
+        destroyed = self._field_keys(dc, y, base, "destroys", kind)
+        if "used" in rec:
+            used = self._named_field(fn, ctext.norm(rec["used"]), base, pd)
+            used = {used: set()} if used is not None else {}
+        else:
+            used = self._field_keys(uc, y, base, "uses", kind)
+        hit = sorted(set(destroyed) & set(used))
+        if not hit or self._field_written_between(fn, base, hit[0], pd, pu):
+            return
+        path = hit[0]
+        inner = sorted(destroyed[path], key=lambda p: (p.file, p.line))[0]
+        what = "cm_id" if kind == "id" else "event channel"
+        where = "%s:%d" % (os.path.basename(inner.file), inner.line)
+        if used[path]:
+            u = sorted(used[path], key=lambda p: (p.file, p.line))[0]
+            use = "%s(%s) reaches `%s` (%s at %s:%d)" % (
+                uc.name, y, fields.display(base[0], path), u.name, os.path.basename(u.file), u.line)
+        else:
+            use = "%s(%s), which is `%s`," % (uc.name, ctext.norm(rec["used"]),
+                                               fields.display(base[0], path))
+        self.add(Finding("use-after-destroy-id" if kind == "id" else "use-after-destroy-channel",
+                         pu.file, pu.line, pu.col,
+                         "%s after %s(%s) at line %d freed that %s (%s at %s)" % (
+                             use, dc.name, y, pd.line, what, inner.name, where)))
+
+    def _field_keys(self, call, y, base, table, kind):
+        """{path: places} of the field-reached objects of KIND a helper call destroys or uses
+        through its argument Y (`base`: Y's own name and path). An element of an array counts
+        as a destroy only in a loop (each element)."""
+        fs = self.fields.for_call(call)
+        if fs is None or y not in call.args:
+            return {}
+        j = call.args.index(y)
+        out = {}
+        for k, places in getattr(fs, table).items():
+            if k.kind != kind or k.param != j:
+                continue
+            if table == "destroys" and "[]" in k.path:
+                places = {p for p in places if self.src(p.file).in_loop(p.line, p.col)}
+                if not places:
+                    continue
+            out.setdefault(fields.norm_path(base[1] + k.path), set()).update(places)
+        return out
+
+    @staticmethod
+    def _named_field(fn, name, base, pd):
+        """The path of Y's field that `name` is in fn: given it, or given to it, before pd
+        (`conn->cm_id = cm_id`), or the field itself (`conn->cm_id`); None otherwise."""
+        sp = fields.split(name)
+        if sp is not None and sp[0] == base[0] and sp[1]:
+            return sp[1]
+        for lhs, rhs, line in fn.assigns:
+            if line >= pd.line:
+                continue
+            for a, b in ((lhs, rhs), (rhs, lhs)):
+                sp = fields.split(a)
+                if b == name and sp is not None and sp[0] == base[0] and sp[1]:
+                    return sp[1]
+        return None
+
+    def _field_written_between(self, fn, base, path, pd, pu):
+        """Whether fn writes Y's field at `path` (or a field on the way to it) between the
+        destroy and the use: assigned, its address handed to a call, or written by a helper.
+        Round a loop (the use before the destroy), anything after the destroy or before the
+        use counts."""
+        def between(line):
+            if pu.line > pd.line:
+                return pd.line < line < pu.line
+            return line > pd.line or line < pu.line
+
+        def on_the_way(p):
+            return fields.on_the_way(fields.norm_path(p), path)
+
+        for lhs, _, line in fn.assigns:
+            sp = fields.split(lhs)
+            if between(line) and sp is not None and sp[0] == base[0] and on_the_way(sp[1]):
+                return True
+        for c in fn.calls:
+            if not between(c.line):
+                continue
+            fs = self.fields.for_call(c)
+            for j, a in enumerate(c.args):
+                sp = fields.split(a)
+                if sp is None or sp[0] != base[0]:
+                    continue
+                if a.startswith("&") and sp[1] and on_the_way(sp[1]):
+                    return True
+                if fs is not None and any(
+                        i == j and on_the_way(sp[1] + p) for i, p in fs.writes):
+                    return True
+        return False
 
     def _use_after_destroy_id(self, rec):
         self._after_destroy(rec, "use-after-destroy-id", "cm_id")

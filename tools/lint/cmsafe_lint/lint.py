@@ -5,7 +5,7 @@ import os
 import re
 import tempfile
 
-from . import api, ctext, expand, facts, spatch, summary
+from . import api, ctext, expand, facts, fields, spatch, summary
 from .finding import Finding
 from .judge import Judge, Pos
 
@@ -173,8 +173,9 @@ def run(paths, macros=None):
     extra = ("--macro-file", macros) if macros else ()
     fx = facts.collect(files, extra)
     sums = summary.Summaries(fx)
+    fsums = fields.FieldSummaries(fx)
     sources = {f: ctext.Source(f) for f in files}
-    judge = Judge(fx, sums, sources)
+    judge = Judge(fx, sums, sources, fsums)
     templates = []
     for fam in FAMILIES:
         with open(os.path.join(RULES, fam + ".cocci")) as t:
@@ -187,7 +188,7 @@ def run(paths, macros=None):
         for f in files:
             with open(f, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
-            parts = [expand.Expander(fx, sums, f).expand(t)
+            parts = [expand.Expander(fx, sums, f, fsums).expand(t)
                      for fam, t in templates if _touches(text, fam, fx, sums)]
             if parts:
                 groups.setdefault("\n".join(parts), []).append(f)

@@ -69,13 +69,17 @@ class Summary:
 
     def add(self, prop, i, places):
         """Adds `places` to property `prop` of parameter i; whether anything changed."""
-        table = self.props[prop]
-        if i not in table:
-            table[i] = set(places)
-            return True
-        before = len(table[i])
-        table[i] |= places
-        return len(table[i]) != before
+        return add_places(self.props[prop], i, places)
+
+
+def add_places(table, key, places):
+    """Adds PLACES to TABLE[KEY] (a new key: those places); whether anything changed."""
+    if key not in table:
+        table[key] = set(places)
+        return True
+    before = len(table[key])
+    table[key] |= places
+    return len(table[key]) != before
 
 
 def _through(call, callee_summary, places):

@@ -457,6 +457,102 @@ C << uadc.C; pd << uadc.pd; pu << uadc.pu;
 @@
 emit("use-after-destroy-channel", obj=C, destroy=pd, use=pu)
 
+// ---- an id or a channel a helper destroyed through a field of Y (`destroy_all(ctx)`:
+// `ctx->nodes[i].id`), then used through Y by a helper, or by name (`conn->id = id`): judge.py
+// matches the destroyed field with the used one (fields.py) ------------------------------------
+
+@uadf exists@
+expression Y, _E1;
+position pd, pu;
+statement _S;
+symbol true;
+
+{{META}}
+@@
+{{FIELD_DESTROY(id,Y,pd)}}
+... when != Y = _E1
+    when != &Y
+    when != while (1) _S
+    when != for (;;) _S
+    when != while (true) _S
+{{FIELD_USE(id,Y,pu)}}
+
+@script:python@
+Y << uadf.Y; pd << uadf.pd; pu << uadf.pu;
+@@
+emit("field-use-after-destroy", kind="id", obj=Y, destroy=pd, use=pu)
+
+@uadfx exists@
+expression Y, _E1, X;
+position pd, pu;
+statement _S;
+symbol true;
+identifier uc = {rdma_accept, rdma_reject, rdma_connect, rdma_get_request, rdma_disconnect,
+                 rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route, rdma_listen,
+                 rdma_create_qp, rdma_set_option, rdma_destroy_qp, rdma_migrate_id,
+                 rdma_destroy_id, rdma_notify, rdma_establish, rdma_join_multicast,
+                 rdma_leave_multicast, rdma_init_qp_attr};
+{{META}}
+@@
+{{FIELD_DESTROY(id,Y,pd)}}
+... when != Y = _E1
+    when != &Y
+    when != while (1) _S
+    when != for (;;) _S
+    when != while (true) _S
+uc@pu(X, ...)
+
+@script:python@
+Y << uadfx.Y; X << uadfx.X; pd << uadfx.pd; pu << uadfx.pu;
+@@
+emit("field-use-after-destroy", kind="id", obj=Y, used=X, destroy=pd, use=pu)
+
+@uadfc exists@
+expression Y, _E1;
+position pd, pu;
+statement _S;
+symbol true;
+
+{{META}}
+@@
+{{FIELD_DESTROY(channel,Y,pd)}}
+... when != Y = _E1
+    when != &Y
+    when != while (1) _S
+    when != for (;;) _S
+    when != while (true) _S
+{{FIELD_USE(channel,Y,pu)}}
+
+@script:python@
+Y << uadfc.Y; pd << uadfc.pd; pu << uadfc.pu;
+@@
+emit("field-use-after-destroy", kind="channel", obj=Y, destroy=pd, use=pu)
+
+@uadfcx exists@
+expression Y, _E1, X;
+position pd, pu;
+statement _S;
+symbol true;
+
+{{META}}
+@@
+{{FIELD_DESTROY(channel,Y,pd)}}
+... when != Y = _E1
+    when != &Y
+    when != while (1) _S
+    when != for (;;) _S
+    when != while (true) _S
+(
+rdma_get_cm_event@pu(X, ...)
+|
+rdma_create_id@pu(X, ...)
+)
+
+@script:python@
+Y << uadfcx.Y; X << uadfcx.X; pd << uadfcx.pd; pu << uadfcx.pu;
+@@
+emit("field-use-after-destroy", kind="channel", obj=Y, used=X, destroy=pd, use=pu)
+
 // ---- a connection request's id rejected and never destroyed (the preload's
 // rejected-id-never-destroyed): each keeps a kernel cm_id until the process exits ------------
 
