@@ -93,6 +93,15 @@ class Cli(unittest.TestCase):
         self.assertEqual(out, "bad.c:2:1: note: not-checked: spatch could not parse f(): its "
                               "events are not checked\n")
 
+    def test_a_long_parenthesized_argument_is_read_at_once(self):
+        # SPDK's sources once held cmsafe-lint for hours in the reading of such an argument (a
+        # cast's pattern that backtracked through every split of a long name): minutes here.
+        name = "remote_queue_pair_with_a_rather_long_name_of_its_own"
+        self.write("long.c", LEAK.replace("return 1;", "return report((%s + 1)->status);" % name))
+        rc, out, _ = run("long.c", cwd=self.dir)
+        self.assertEqual(rc, 1)
+        self.assertTrue(out.startswith("long.c:8:9: warning: never-acked: "), out)
+
     def test_the_environment_sets_no_time_limit(self):
         # The per-file limit is the package's own: no variable can turn it into a traceback
         # at import (as a non-number in CMSAFE_LINT_SPATCH_TIMEOUT once did).
