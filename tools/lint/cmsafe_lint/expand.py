@@ -120,6 +120,11 @@ class Expander:
         alts += self.helper_calls("destroy_" + kind, x, pos)
         if with_event and kind in ("id", "migrate", "qp"):
             alts += self.helper_calls("destroy_%s_ev" % kind, x, pos)
+        if with_event and kind == "id":
+            # A helper destroying an id it reaches through `x` (`evt->id->context`'s
+            # `cm_id`): which id is not known, so the finding says "if".
+            alts += [a for a in self._field_helpers("held_destroys", "id", x, pos)
+                     if a not in alts]
         return self.disj(alts)
 
     def DESTROY_ID(self, x, pos=None):

@@ -77,10 +77,23 @@ def collect(files, extra=()):
     for r in recs:
         if r["k"] == "def":
             facts.define(Function(r))
+    # Fields given functions in initializers: field -> the function names given it.
+    ops = {}
+    for r in recs:
+        if r["k"] == "op":
+            ops.setdefault(r["field"], set()).add(r["name"])
     for r in recs:
         k = r["k"]
-        if k == "def":
+        if k in ("def", "op"):
             continue
+        if k == "fcall":
+            # A call through a field is a call of the one function the files give that field
+            # (and defines); with none or several it is not known, and not recorded.
+            names = [n for n in ops.get(r["name"], ()) if facts.resolve(n, r["file"])]
+            if len(names) != 1:
+                continue
+            r = dict(r, name=names[0])
+            k = "call"
         fn = facts.by_file.get(r["file"], {}).get(r["fn"])
         if fn is None:
             continue

@@ -13,6 +13,7 @@ an element counts only where it destroys them all (in a loop: judge.py checks).
 import re
 from collections import namedtuple
 
+from . import api
 from .summary import Place, add_places
 
 # Library calls that use an id (argument 0) or a channel (the argument given).
@@ -64,16 +65,33 @@ def display(base, path):
 class FieldSummary:
     def __init__(self):
         self.destroys = {}  # Key -> {Place}
+        # The same, but only destroys no ack of that parameter (an event) comes before in the
+        # function: what an event's holder waits for (SPDK acks the DISCONNECTED in its handler
+        # and only then disconnects the qpair of its id).
+        self.held_destroys = {}
         self.uses = {}  # Key -> {Place}
         self.writes = set()  # (param, path): assigned, or its address handed to a call
 
 
+# The macros that give the struct a member is in (`rqpair = SPDK_CONTAINEROF(qpair, struct
+# spdk_nvmf_rdma_qpair, qpair)`): the same object here, as its member's address is.
+_CONTAINER_OF = re.compile(r"^(?:container_of|SPDK_CONTAINEROF|containerof|CONTAINER_OF)"
+                           r"\((&?\w+(?:(?:->|\.)\w+|\[[^\]]*\])*),")
+
+
 def aliases_of(fn):
     """The locals of `fn` given the address or value of a parameter's field (`node =
-    &ctx->nodes[i]`), as {local: (param name, path)}."""
+    &ctx->nodes[i]`), or the struct a parameter is a member of (container_of), as {local:
+    (param name, path)}."""
     out = {}
     for lhs, rhs, _ in fn.assigns:
         if not re.fullmatch(r"\w+", lhs) or lhs in fn.params:
+            continue
+        m = _CONTAINER_OF.match(rhs)
+        if m:
+            sp = split(m.group(1), out)
+            if sp and sp[0] in fn.params:
+                out[lhs] = sp
             continue
         sp = split(rhs, out)
         if sp and sp[1] and sp[0] in fn.params:
@@ -82,8 +100,9 @@ def aliases_of(fn):
 
 
 class FieldSummaries:
-    def __init__(self, facts):
+    def __init__(self, facts, summaries=None):
         self.facts = facts
+        self.summaries = summaries  # summary.Summaries: which helpers ack their parameters
         self.of = {fn: FieldSummary() for fn in facts.functions}
         self.aliases = {fn: aliases_of(fn) for fn in facts.functions}
         changed, rounds = True, 0
@@ -106,8 +125,29 @@ class FieldSummaries:
             return None
         return fn.params.index(sp[0]), sp[1]
 
+    def _acked_lines(self, fn):
+        """{parameter index: the first line fn acks it on}: rdma_ack_cm_event or a helper that
+        acks that argument."""
+        out = {}
+        for c in fn.calls:
+            if c.name in api.CM_ACK:
+                acked = [c.args[api.CM_ACK[c.name]]] if c.args else []
+            else:
+                cs = self.summaries.for_name(c.name, c.file) if self.summaries else None
+                acked = [c.args[j] for j in (cs.props["ack_cm"] if cs else ())
+                         if j < len(c.args)]
+            for a in acked:
+                if a in fn.params:
+                    out.setdefault(fn.params.index(a), c.line)
+        return out
+
     def _one(self, fn, s):
         changed = False
+        acked = self._acked_lines(fn)
+
+        def held(i, line):
+            return not (i in acked and acked[i] < line)
+
         for c in fn.calls:
             here = {Place(c.file, c.line, c.col, c.name, ())}
             cs = self.for_call(c)
@@ -126,6 +166,8 @@ class FieldSummaries:
                             not self._cleared_after(fn, (i, path), c.line):
                         key = Key(DESTROYS[c.name][0], i, path)
                         changed |= add_places(s.destroys, key, here)
+                        if held(i, c.line):
+                            changed |= add_places(s.held_destroys, key, here)
                     fresh = self._written_before(fn, (i, path), c.line)
                     if path and c.name in ID_USES and j == 0 and not fresh:
                         changed |= add_places(s.uses, Key("id", i, path), here)
@@ -133,15 +175,19 @@ class FieldSummaries:
                         changed |= add_places(s.uses, Key("channel", i, path), here)
                     continue
                 hop = (c.file, c.line, c.col)
-                for table, mine in ((cs.destroys, s.destroys), (cs.uses, s.uses)):
+                tables = [(cs.destroys, s.destroys), (cs.uses, s.uses)]
+                if held(i, c.line):
+                    tables.append((cs.held_destroys, s.held_destroys))
+                for table, mine in tables:
                     for k, places in list(table.items()):
-                        if k.param == j and not (mine is s.uses and self._written_before(
-                                fn, (i, path + k.path), c.line)):
+                        if k.param == j and _short(path + k.path) and not (
+                                mine is s.uses and self._written_before(
+                                    fn, (i, path + k.path), c.line)):
                             down = {Place(p.file, p.line, p.col, p.name, (hop,) + p.via)
                                     for p in places}
                             changed |= add_places(mine, Key(k.kind, i, path + k.path), down)
                 for k_param, k_path in list(cs.writes):
-                    if k_param == j:
+                    if k_param == j and _short(path + k_path):
                         changed |= _add_write(s, (i, path + k_path))
         for lhs, rhs, _ in fn.assigns:
             for r in self._written(fn, lhs, rhs):
@@ -183,6 +229,15 @@ class FieldSummaries:
         """Whether `fn` writes the field it destroys at LINE after it (`node->id = NULL`): its
         caller then finds no dangling id there."""
         return any(ln > line and self.reached(fn, lhs) == reached for lhs, _, ln in fn.assigns)
+
+
+# Paths longer than this are not followed: a recursive helper handing on `p->next` would
+# otherwise grow them at every round of the fixpoint.
+MAX_FIELDS = 6
+
+
+def _short(path):
+    return path.count(".") <= MAX_FIELDS
 
 
 def _add_write(s, w):

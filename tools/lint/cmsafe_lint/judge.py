@@ -354,6 +354,11 @@ class Judge:
                     return kind, "param", sorted(s.places("destroy_" + kind, j))
                 if kind != "channel" and j in s.props["destroy_%s_ev" % kind]:
                     return kind, "event", sorted(s.places("destroy_%s_ev" % kind, j))
+            fs = self.fields.for_call(c) if self.fields else None
+            through = sorted(set().union(*[p for k, p in fs.held_destroys.items()
+                                           if k.kind == "id" and k.param == j])) if fs else []
+            if through:
+                return "id", "field", through
         return None
 
     def _relation(self, ev, obj, via, fn_name, file, getpos=None):
@@ -362,6 +367,8 @@ class Judge:
         o, e = ctext.norm(obj), ctext.norm(ev)
         if via == "event":
             return "own" if o == e else None
+        if via == "field":
+            return None  # an id reached through `obj`'s fields: which one is not known
         if o in (e + "->id",):
             return "own"
         if o == e + "->listen_id":

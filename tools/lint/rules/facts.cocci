@@ -40,6 +40,34 @@ f << call.f; es << call.es; p << call.p;
 @@
 emit("call", p, name=f, args=es)
 
+// A call through a field (`qpair->transport->ops->qpair_fini(qpair, ...)`), and the functions
+// given such fields in a struct's initializer (`.qpair_fini = nvmf_rdma_close_qpair`): facts.py
+// makes the call one of the function when the files give that field one function only.
+@fcall@
+expression E;
+identifier fld;
+expression list es;
+position p;
+@@
+E->fld@p(es)
+
+@script:python@
+fld << fcall.fld; es << fcall.es; p << fcall.p;
+@@
+emit("fcall", p, name=fld, args=es)
+
+@ops@
+identifier I, fld, fn;
+type T;
+position p;
+@@
+T I@p = { ..., .fld = fn, ..., };
+
+@script:python@
+fld << ops.fld; fn << ops.fn; p << ops.p;
+@@
+emit("op", p, field=fld, name=fn)
+
 @ret@
 expression E;
 position p;
