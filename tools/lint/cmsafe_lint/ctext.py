@@ -257,6 +257,54 @@ class Source:
                 best = (start, end, types)
         return best[2] if best else None
 
+    def iterates(self, name, places):
+        """Whether every (line, col) of PLACES is in the body of one iterator macro's loop that
+        names `name` among its arguments (`STAILQ_FOREACH_SAFE(entry, ...)`,
+        `list_for_each_entry(entry, ...)`): the macro gives `name` a new value at each turn,
+        out of the rules' sight."""
+        offs = [self.offset(line, col) for line, col in places]
+        for m in _ITERATOR.finditer(self.masked):
+            close = _match_close(self.masked, m.end() - 1)
+            if close < 0 or not re.search(r"\b%s\b" % re.escape(name),
+                                          self.masked[m.end():close]):
+                continue
+            start, end = close + 1, _statement_end(self.masked, close + 1)
+            if all(start <= o < end for o in offs):
+                return True
+        return False
+
+    def blocks_of(self, line, col, most=3):
+        """The texts of the `{ ... }` blocks around (line, col), masked, innermost first, at
+        most MOST of them."""
+        m, i = self.masked, self.offset(line, col)
+        out, depth = [], 0
+        for k in range(i - 1, -1, -1):
+            if m[k] == "}":
+                depth += 1
+            elif m[k] == "{":
+                if depth == 0:
+                    close = _match_close(m, k)
+                    if close > i:
+                        out.append(m[k:close + 1])
+                        if len(out) == most:
+                            break
+                else:
+                    depth -= 1
+        return out
+
+    def loop_conditions(self, line, col):
+        """The conditions (masked text) of the for and while loops whose bodies hold (line,
+        col)."""
+        m, i = self.masked, self.offset(line, col)
+        out = []
+        for lp in re.finditer(r"\b(for|while)\s*\(", m):
+            close = _match_close(m, lp.end() - 1)
+            if close < 0:
+                continue
+            if close + 1 <= i < _statement_end(m, close + 1):
+                out.append(m[lp.end():close])
+        return out
+
     def in_loop(self, line, col):
         """Whether (line, col) is inside the body of a for, while or do loop."""
         if self._loops is None:
@@ -453,6 +501,10 @@ def _block_end(m, i):
             depth -= 1
         i += 1
     return len(m)
+
+
+# Iterator macros, by the names the kernel's, BSD's queue.h and SPDK's give them.
+_ITERATOR = re.compile(r"\b(?:\w*for_each\w*|\w*FOREACH\w*)\s*\(")
 
 
 def _loop_bodies(m):

@@ -243,10 +243,20 @@ class Judge:
         fn = self.facts.by_file.get(pos.file, {}).get(pos.fn)
         return fn is not None and name in fn.locals and name not in fn.params
 
+    def another_each_turn(self, ev, first, second):
+        """`entry->evt` at both places inside an iterator macro's loop over `entry`, met again
+        round it (the second place not after the first): another entry by then."""
+        base = re.match(r"\w+", ev)
+        if base is None or base.group(0) == ev or (second.line, second.col) > (first.line,
+                                                                             first.col):
+            return False
+        return self.src(first.file).iterates(base.group(0), [(first.line, first.col),
+                                                             (second.line, second.col)])
+
     def _use_after_ack(self, rec):
         ack, use = Pos(rec["ack"]), Pos(rec["use"])
         ev = ctext.norm(rec["ev"])
-        if self.in_ack_failure(ack, use):
+        if self.in_ack_failure(ack, use) or self.another_each_turn(ev, ack, use):
             return
         via = ""
         c = self.call_at(use)
@@ -277,6 +287,8 @@ class Judge:
         ev = ctext.norm(rec["ev"])
         if (p2.line, p2.col) in self.flag_guarded_acks(p2, ev):
             return  # `if (!acked) ack`: the flag says whether it was acked already
+        if self.another_each_turn(ev, p1, p2):
+            return
         self.add(Finding("double-ack", p2.file, p2.line, p2.col,
                          "`%s` acked again: %s(%s) at line %d already acked it (librdmacm "
                          "freed it there)" % (ev, self._ack_name(p1), ev, p1.line)))
@@ -576,14 +588,43 @@ class Judge:
     def _cq_ack_twice(self, rec):
         p1, p2 = Pos(rec["first"]), Pos(rec["second"])
         cq = ctext.norm(rec["cq"])
+        if self.flag_parts(p1, p2):
+            return
         self.add(Finding("cq-over-ack", p2.file, p2.line, p2.col,
                          "`%s` acked again with no ibv_get_cq_event since its ack at line %d: "
                          "more acks than events, and ibv_destroy_cq waits until the two are "
                          "equal" % (cq, p1.line)))
 
+    def flag_parts(self, p1, p2):
+        """A block around the first ack sets a flag (`failed = 1`) that the way to the second
+        must find clear: the second ack is under `if (!failed)`, or in a loop whose condition
+        asks `!failed` (glusterfs's receive thread). The two are on no one path."""
+        src = self.src(p1.file)
+        flags = set()
+        for block in src.blocks_of(p1.line, p1.col):
+            flags |= set(re.findall(r"\b(\w+)\s*=\s*(?:1|true)\s*;", block))
+        for f in flags:
+            if src.flag_guard_of(p2.line, p2.col) == f:
+                return True
+            if any(re.search(r"!\s*%s\b" % re.escape(f), c)
+                   for c in src.loop_conditions(p2.line, p2.col)):
+                return True
+        return False
+
     def _cq_ack_count(self, rec):
         pg, pa = Pos(rec["get"]), Pos(rec["ack"])
         cq, n = ctext.norm(rec["cq"]), ctext.norm(rec["n"])
+        fn = self.facts.by_file.get(pa.file, {}).get(pa.fn)
+        polled = [line for lhs, rhs, line in (fn.assigns if fn else ())
+                  if lhs == n and rhs.startswith("ibv_poll_cq(")]
+        if polled:
+            self.add(Finding("cq-over-ack", pa.file, pa.line, pa.col,
+                             "ibv_ack_cq_events(%s, %s) acks the count of work completions "
+                             "ibv_poll_cq returned (line %d), not of the completion events got "
+                             "(one at line %d): too many when it polled several, none when it "
+                             "polled none, and ibv_destroy_cq waits until acks equal events"
+                             % (cq, n, polled[0], pg.line)))
+            return
         if not re.fullmatch(r"\d+", n) or int(n) < 2:
             return
         src = self.src(pa.file)
