@@ -22,8 +22,9 @@ static SUMMARY: Latch = Latch::new();
 static SUMMARY_THREAD: AtomicI32 = AtomicI32::new(0);
 
 /// How long a concurrent exit waits for the summary, in nanoseconds. Writing it takes
-/// milliseconds (no write of ours blocks); one stuck longer (a lock of ours held by a thread a
-/// signal handler stopped) is given up, and that exit goes on as it would without us.
+/// milliseconds (no write of ours blocks); one stuck longer (a lock of ours held by a thread
+/// stopped in a signal handler that does not exit) is given up, and that exit goes on as it
+/// would without us.
 const SUMMARY_WAIT_NS: u64 = 1_000_000_000;
 
 /// Run by the dynamic loader when the preload is loaded, before the program's main: which file
@@ -35,9 +36,11 @@ extern "C" fn at_load() {
     cmsafe_core::stderr::remember();
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe {
-        // after_summary first, so that it runs after at_exit. When two threads call exit(3) at
-        // once (rping's CM thread does while its main thread returns), glibc hands each
-        // handler to one of them, and the one that finds none left ends the process: without a
+        // after_summary first, so that it runs after at_exit (both from the preload's own
+        // __cxa_finalize in _dl_fini, as handlers a shared object registers are). When two
+        // threads call exit(3) at once (rping's CM thread does while its main thread returns),
+        // glibc hands each handler to one of them, and the one that finds none left ends the
+        // process: without a
         // handler of ours left to take, the second would cut the summary off.
         libc::atexit(after_summary);
         if libc::atexit(at_exit) != 0 {
@@ -84,8 +87,11 @@ extern "C" fn at_exit() {
 /// gets here and waits for it, up to SUMMARY_WAIT_NS. Alone, the summary is done by now.
 extern "C" fn after_summary() {
     crate::sys::quiet::run(|| {
+        // Not when this thread is inside a lock of ours (a signal handler that interrupted a
+        // wrapper called exit): the summary may be waiting for that very lock.
         if SUMMARY.is_done()
             || SUMMARY_THREAD.load(Ordering::Relaxed) == crate::sys::this_thread::id()
+            || inside_a_lock()
         {
             return;
         }
@@ -95,19 +101,24 @@ extern "C" fn after_summary() {
     });
 }
 
+/// Whether this thread is inside one of the preload's locks: exit(3) from a signal handler that
+/// interrupted a wrapper.
+fn inside_a_lock() -> bool {
+    STATE.held_here()
+        || CQS.held_here()
+        || ASYNCS.held_here()
+        || WATCH.held_here()
+        || crate::audit::sink::held_here()
+        || crate::sys::alloc::held_here()
+}
+
 fn summary() {
     crate::sys::quiet::run(|| {
         // exit(3) called by a signal handler that interrupted this very thread inside one of
         // the preload's locks (a service's SIGTERM handler that exits): the tables are
         // mid-update and their locks are this thread's own, so waiting would be forever. The
         // summary is left out, and said to be.
-        if STATE.held_here()
-            || CQS.held_here()
-            || ASYNCS.held_here()
-            || WATCH.held_here()
-            || crate::audit::sink::held_here()
-            || crate::sys::alloc::held_here()
-        {
+        if inside_a_lock() {
             // Written from the stack: the allocator may be the lock this thread is inside.
             cmsafe_core::stderr::line(format_args!(
                 "==cmsafe== no summary: exit was called from a signal handler that interrupted \
