@@ -161,14 +161,13 @@ class FieldSummaries:
                 if cs is None:
                     # Not the caller's object: one this function made (and destroys on its
                     # failure path), or one it clears after the destroy.
+                    fresh = self._written_before(fn, (i, path), c.line)
                     if path and c.name in DESTROYS and DESTROYS[c.name][1] == j and \
-                            not self._written_before(fn, (i, path), c.line) and \
-                            not self._cleared_after(fn, (i, path), c.line):
+                            not fresh and not self._cleared_after(fn, (i, path), c.line):
                         key = Key(DESTROYS[c.name][0], i, path)
                         changed |= add_places(s.destroys, key, here)
                         if held(i, c.line):
                             changed |= add_places(s.held_destroys, key, here)
-                    fresh = self._written_before(fn, (i, path), c.line)
                     if path and c.name in ID_USES and j == 0 and not fresh:
                         changed |= add_places(s.uses, Key("id", i, path), here)
                     if path and CHANNEL_USES.get(c.name) == j and not fresh:
@@ -218,11 +217,12 @@ class FieldSummaries:
                                  for r in self._written(fn, lhs, rhs)):
                 return True
         for c in fn.calls:
-            if c.line < line and any(
-                    a.startswith("&") and self.reached(fn, a) is not None
-                    and self.reached(fn, a)[0] == i and self.reached(fn, a)[1]
-                    and on_the_way(self.reached(fn, a)[1], path) for a in c.args):
-                return True
+            if c.line >= line:
+                continue
+            for a in c.args:
+                r = self.reached(fn, a) if a.startswith("&") else None
+                if r is not None and r[0] == i and r[1] and on_the_way(r[1], path):
+                    return True
         return False
 
     def _cleared_after(self, fn, reached, line):
